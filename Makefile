@@ -1,0 +1,51 @@
+# Thin entry points; the real configuration lives in CMakePresets.json and scripts/.
+# Every build uses at most JOBS parallel jobs (the CI machine has 2 cores).
+
+JOBS         ?= 2
+DEMO_BIN     ?= build/release/examples/postal_demo
+DEMO_ARGS    ?=
+FUZZ_SECONDS ?= 30
+FORMAT_DIRS  := wire runtime actors routing mail tools tests benchmarks examples fuzz
+
+.PHONY: all deps configure build demo test asan bench fuzz format check-install clean
+
+all: build
+
+deps:
+	scripts/install-deps.sh
+
+configure: deps
+	cmake --preset release
+
+build: configure
+	cmake --build --preset release -j$(JOBS)
+
+demo: build
+	$(DEMO_BIN) $(DEMO_ARGS)
+
+test: build
+	ctest --preset release
+
+asan: deps
+	cmake --preset asan
+	cmake --build --preset asan -j$(JOBS)
+	ctest --preset asan
+
+bench: build
+	scripts/run-benchmarks.sh
+
+fuzz: deps
+	cmake --preset fuzz
+	cmake --build --preset fuzz -j$(JOBS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/run-fuzzers.sh
+
+# Only the folders that exist: a bare `find` would default to `.` and walk build/.
+format:
+	$(if $(wildcard $(FORMAT_DIRS)),find $(wildcard $(FORMAT_DIRS)) -type f \( -name '*.h' -o -name '*.cc' \) -print0 \
+	  | xargs -0 -r clang-format -i,@echo "format: no source folders yet")
+
+check-install: build
+	scripts/check-install.sh
+
+clean:
+	rm -rf build

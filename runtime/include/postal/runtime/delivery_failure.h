@@ -1,0 +1,84 @@
+// DeliveryFailure: why an envelope could not be delivered (R-FAIL-1, R-FAIL-2).
+//
+// A failure is structured data — a kind, a reason, the target address it concerns and a few
+// attributes — not a string. Envelopes accumulate failures as they travel; the first one is the
+// root, and policy (R-FAIL-5) always reads the root. `to_string()` renders one bounded,
+// human-readable line naming the operation, the target and the reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace postal::runtime {
+
+enum class FailureKind : uint8_t {
+  kInvalidReference,  // the target can never accept this message as addressed
+  kTransport,         // Undeliverable(Transport{...}): the path failed
+  kPortGone,          // Undeliverable(PortGone{...}): the port existed and its receiver is gone
+  kExpired,           // the TTL ran out
+};
+
+enum class InvalidReason : uint8_t {
+  kNone,
+  kActorNotExist,
+  kHandlerNotBound,
+  kActorStopped,
+  kActorFailed,
+  kPortNeverAllocated,
+  kProtocolMismatch,
+  kWrongMailboxOwner,
+};
+
+enum class TransportReason : uint8_t {
+  kNone,
+  kChannelClosed,
+  kAckTimedOut,
+  kDialFailed,
+  kNoRoute,
+  kOversizedFrame,
+  kLinkUnavailable,
+};
+
+std::string_view to_string(FailureKind kind);
+std::string_view to_string(InvalidReason reason);
+std::string_view to_string(TransportReason reason);
+
+struct DeliveryFailure {
+  // Longest rendering of `to_string()`; longer details are cut with "…".
+  static constexpr size_t kMaxLine = 240;
+
+  FailureKind kind = FailureKind::kInvalidReference;
+  InvalidReason invalid = InvalidReason::kNone;
+  TransportReason transport = TransportReason::kNone;
+  std::string target;        // the address concerned, in text form
+  std::string message_type;  // PortGone: registered name of the message type
+  std::string detail;        // free text: OS error, decode error, dial address …
+  uint64_t len = 0;          // OversizedFrame
+  uint64_t max = 0;          // OversizedFrame
+
+  static DeliveryFailure invalid_reference(std::string target, InvalidReason reason,
+                                           std::string detail = {});
+  static DeliveryFailure transport_failure(std::string target, TransportReason reason,
+                                           std::string detail = {});
+  static DeliveryFailure oversized_frame(std::string target, uint64_t len, uint64_t max);
+  static DeliveryFailure port_gone(std::string port, std::string message_type);
+  static DeliveryFailure expired(std::string target);
+
+  // Both spellings of R-FAIL-1's `Undeliverable(...)` family.
+  bool is_undeliverable() const {
+    return kind == FailureKind::kTransport || kind == FailureKind::kPortGone;
+  }
+
+  // One line, at most kMaxLine bytes: "deliver to <target>: <kind>: <reason> (<detail>)".
+  std::string to_string() const;
+
+  bool operator==(const DeliveryFailure&) const = default;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(kind, invalid, transport, target, message_type, detail, len, max);
+  }
+};
+
+}  // namespace postal::runtime

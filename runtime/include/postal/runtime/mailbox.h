@@ -1,0 +1,104 @@
+// Mailbox: an actor's bound-port table and its local delivery (R-MBX-1…5, R-PORT-1…2).
+//
+// `post_unchecked` delivers an envelope only to a port of its owner:
+//   - dest actor ≠ owner                       → InvalidReference(WrongMailboxOwner)   R-MBX-1
+//   - closed (actor stopped / failed)          → ActorStopped / ActorFailed            R-MBX-3
+//   - handler port not bound                   → HandlerNotBound                       R-MBX-2
+//   - ephemeral index never allocated          → PortNeverAllocated                    R-MBX-2
+//   - allocated but its receiver is gone       → PortGone                              R-MBX-2
+//   - payload does not decode as the port type → ProtocolMismatch; port stays bound    R-MBX-4
+// otherwise the decoded envelope goes to the port's sink; a once port is removed after its one
+// delivery (R-MBX-5).
+//
+// Handler ports are keyed by type hash (R-PORT-2) and fixed when the mailbox is created, so the
+// hot path reads them without a lock. Ephemeral ports (R-PORT-1) get indices 0, 1, 2, … never
+// reused, and live in a small table behind a mutex that only mailboxes using them allocate.
+// While stopping (R-ACT-5) handler ports refuse new messages but ephemeral ports (replies to the
+// stopping actor's own requests) still deliver.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "postal/runtime/address.h"
+#include "postal/runtime/mailbox_sender.h"
+#include "postal/runtime/port_sink.h"
+
+namespace postal::runtime {
+
+class Proc;
+
+// The handler ports of a mailbox: one per message type. Actor types share one table.
+struct HandlerPort {
+  uint64_t type_hash;
+  DecodeFn decode;
+};
+using HandlerTable = std::vector<HandlerPort>;
+
+enum class MailboxState : uint8_t { kOpen, kStopping, kStopped, kFailed };
+
+class Mailbox final : public MailboxSender, public std::enable_shared_from_this<Mailbox> {
+ public:
+  // `handlers` must outlive the mailbox (a per-type static table) and hold distinct hashes;
+  // `handler_sink` receives every handler-port delivery. The mailbox keeps the sink alive for
+  // its own life, so a delivery racing with the actor's end never touches freed memory.
+  Mailbox(Proc& proc, ActorAddr owner, const HandlerTable* handlers,
+          std::shared_ptr<PortSink> handler_sink);
+  ~Mailbox() override;
+
+  const ActorAddr& owner() const { return owner_; }
+  Proc& proc() const { return proc_; }
+
+  // R-PORT-2: checks a table before it is used: one port per type.
+  static absl::Status validate(const HandlerTable& table);
+  bool has_handler(uint64_t type_hash) const;
+
+  // R-PORT-1: allocates the next ephemeral index for a receiver. The mailbox keeps only a weak
+  // reference: when the receiver goes away, sends get PortGone.
+  uint64_t open_port(uint64_t type_hash, DecodeFn decode, std::weak_ptr<PortSink> sink, bool once);
+  void close_port(uint64_t index);
+  PortAddr port_addr(Port port) const;
+
+  MailboxState state() const { return state_.load(std::memory_order_acquire); }
+  void set_state(MailboxState s);
+  // Detaches the handler sink: handler ports then fail as ActorStopped.
+  void detach_handler_sink();
+
+  void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
+
+ private:
+  struct EphemeralPort {
+    uint64_t type_hash;
+    DecodeFn decode;
+    std::weak_ptr<PortSink> sink;
+    bool once;
+  };
+  struct EphemeralTable {
+    absl::Mutex mu;
+    uint64_t next = 0;
+    absl::flat_hash_map<uint64_t, EphemeralPort> ports ABSL_GUARDED_BY(mu);
+  };
+
+  void fail(EnvelopePtr env, DeliveryFailure f, ReturnHandle& ret);
+  void deliver_handler(EnvelopePtr env, ReturnHandle& ret);
+  void deliver_ephemeral(EnvelopePtr env, uint64_t index, ReturnHandle& ret);
+  bool complete_failed_request(const MessageEnvelope& returned);
+
+  Proc& proc_;
+  ActorAddr owner_;
+  const HandlerTable* handlers_;
+  std::shared_ptr<PortSink> sink_owner_;
+  std::atomic<PortSink*> handler_sink_;
+  std::atomic<MailboxState> state_{MailboxState::kOpen};
+  std::atomic<EphemeralTable*> ephemeral_{nullptr};
+};
+
+// Header on a request envelope naming the requester's once reply port. When the request comes
+// back undeliverable, the waiting request fails at once with the failure instead of timing out.
+inline constexpr wire::HeaderKey<uint64_t> kReplyPortHeader{"postal.reply-port"};
+
+}  // namespace postal::runtime

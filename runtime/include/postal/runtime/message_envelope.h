@@ -1,0 +1,121 @@
+// MessageEnvelope: one message in flight (R-ENV-1…4).
+//
+// An envelope carries the sender actor, the destination port (never changed in flight), the next
+// hop (stored empty while it equals the destination), the payload as a wire::Any, headers, a TTL,
+// the `return_undeliverable` flag, and the DeliveryFailures it accumulated on the way.
+//
+// Envelopes are owned through `EnvelopePtr` and allocated from a per-thread pool. They link into
+// intrusive queues through `next_`, so enqueueing never allocates.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "postal/runtime/address.h"
+#include "postal/runtime/delivery_failure.h"
+#include "postal/wire/any.h"
+#include "postal/wire/headers.h"
+
+namespace postal::runtime {
+
+class ReturnHandle;
+
+inline constexpr uint8_t kDefaultTtl = 64;  // R-ENV-2
+
+class MessageEnvelope;
+using EnvelopePtr = std::unique_ptr<MessageEnvelope>;
+
+// Intrusive link for the actor queues (runtime internal; see mpsc_queue.h).
+struct QueueNode {
+  std::atomic<QueueNode*> next_{nullptr};
+};
+
+class MessageEnvelope : public QueueNode {
+ public:
+  MessageEnvelope() = default;
+  MessageEnvelope(ActorAddr sender, PortAddr dest, wire::Any data, uint8_t ttl = kDefaultTtl)
+      : sender_(std::move(sender)), dest_(std::move(dest)), data_(std::move(data)), ttl_(ttl) {}
+
+  static EnvelopePtr make(ActorAddr sender, PortAddr dest, wire::Any data,
+                          uint8_t ttl = kDefaultTtl) {
+    return std::make_unique<MessageEnvelope>(std::move(sender), std::move(dest), std::move(data),
+                                             ttl);
+  }
+
+  const ActorAddr& sender() const { return sender_; }
+  const PortAddr& dest() const { return dest_; }
+  // R-ENV-1: defaults to dest.
+  const PortAddr& next_hop() const { return next_hop_ ? *next_hop_ : dest_; }
+  void set_next_hop(PortAddr hop) {
+    if (hop == dest_) {
+      next_hop_.reset();
+    } else {
+      next_hop_ = std::move(hop);
+    }
+  }
+  bool has_explicit_next_hop() const { return next_hop_.has_value(); }
+
+  wire::Any& data() { return data_; }
+  const wire::Any& data() const { return data_; }
+  wire::Headers& headers() { return headers_; }
+  const wire::Headers& headers() const { return headers_; }
+
+  uint8_t ttl() const { return ttl_; }
+  void set_ttl(uint8_t ttl) { ttl_ = ttl; }
+  bool return_undeliverable() const { return return_undeliverable_; }
+  void set_return_undeliverable(bool v) { return_undeliverable_ = v; }
+
+  const std::vector<DeliveryFailure>& delivery_failures() const { return failures_; }
+  // R-FAIL-2: the first failure recorded; policy reads this one.
+  const DeliveryFailure* root_failure() const {
+    return failures_.empty() ? nullptr : &failures_.front();
+  }
+  void add_failure(DeliveryFailure f) { failures_.push_back(std::move(f)); }
+
+  // R-FAIL-3: records `failure` first, then returns the envelope through `ret` (or drops it when
+  // `return_undeliverable` is false). Never throws; a failing return is the handle's to count.
+  static void undeliverable(EnvelopePtr env, DeliveryFailure failure, ReturnHandle& ret);
+
+  // Pool-backed allocation (a per-thread free list of envelope-sized blocks).
+  static void* operator new(size_t size);
+  static void operator delete(void* p, size_t size) noexcept;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(sender_, dest_, next_hop_, data_, headers_, ttl_, return_undeliverable_, failures_);
+  }
+
+ private:
+  ActorAddr sender_;
+  PortAddr dest_;
+  std::optional<PortAddr> next_hop_;
+  wire::Any data_;
+  wire::Headers headers_;
+  uint8_t ttl_ = kDefaultTtl;
+  bool return_undeliverable_ = true;  // R-ENV-2
+  std::vector<DeliveryFailure> failures_;
+};
+
+// The message an undeliverable envelope comes back in (R-FAIL-3): SEMANTICS.md's
+// `Undeliverable<MessageEnvelope>`, bound on every actor's handler port for its type.
+struct UndeliverableEnvelope {
+  EnvelopePtr envelope;
+
+  template <class Archive>
+  void save(Archive& ar) const {
+    ar(*envelope);
+  }
+  template <class Archive>
+  void load(Archive& ar) {
+    envelope = std::make_unique<MessageEnvelope>();
+    ar(*envelope);
+  }
+};
+
+}  // namespace postal::runtime
+
+POSTAL_MESSAGE(postal::runtime::UndeliverableEnvelope,
+               "postal.Undeliverable<postal.MessageEnvelope>");

@@ -1,0 +1,28 @@
+// PortSink: where a mailbox puts an envelope once it accepted it for a port (runtime internal).
+//
+// The actor cell is the sink of all of an actor's handler ports; PortReceiver and OnceReceiver
+// are the sinks of ephemeral ports. `deliver` must not block. `fail` completes a waiting receiver
+// with a delivery failure instead of a value (used for requests whose envelope came back).
+#pragma once
+
+#include "postal/runtime/delivery_failure.h"
+#include "postal/runtime/message_envelope.h"
+
+namespace postal::runtime {
+
+class PortSink {
+ public:
+  virtual ~PortSink() = default;
+  virtual void deliver(EnvelopePtr env) = 0;
+  virtual void fail(const DeliveryFailure&) {}
+};
+
+// Turns an Any into the port's type (R-MBX-4); `&decode_as<T>` is what ports are bound with.
+using DecodeFn = absl::Status (*)(wire::Any&);
+
+template <wire::RegisteredMessage T>
+absl::Status decode_as(wire::Any& any) {
+  return any.decode<T>();
+}
+
+}  // namespace postal::runtime

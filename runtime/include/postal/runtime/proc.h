@@ -1,0 +1,118 @@
+// Proc: one postal process — its muxer, its forwarder, its scheduler and its statistics.
+//
+// A proc owns messages by id (R-ADDR-3): `post_unchecked` compares the destination's proc id with
+// its own; local envelopes go through the muxer to the owner's Mailbox, others to the forwarder
+// (a gateway or router, installed by the routing layer; by default a NoRouteSender that fails
+// them with Transport(NoRoute)).
+//
+// The proc is also the ReturnHandle of everything posted through it (R-FAIL-3): an undeliverable
+// comes back as `UndeliverableEnvelope` on the sender's handler port, posted with
+// `return_undeliverable = false`, so a return that fails is dropped — counted and logged once per
+// cause, rate limited (R-FAIL-4) — and never bounced again.
+//
+// Stopped actors stay in the muxer as closed mailboxes (tombstones, R-ACT-4).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "postal/runtime/address.h"
+#include "postal/runtime/mailbox.h"
+#include "postal/runtime/mailbox_sender.h"
+#include "postal/runtime/proc_stats.h"
+#include "postal/runtime/scheduler.h"
+
+namespace postal::runtime {
+
+struct ProcOptions {
+  std::optional<ProcId> id;                // default: a random instance labelled "proc"
+  std::optional<Location> location;        // default: inproc://<instance number>
+  SchedulerOptions scheduler;
+  uint8_t default_ttl = kDefaultTtl;       // R-ENV-2
+};
+
+// What the trace hook sees (tests and users attach with `Proc::set_trace`).
+enum class TraceEventKind : uint8_t { kPosted, kDelivered, kReturned, kDropped };
+struct TraceEvent {
+  TraceEventKind kind;
+  const MessageEnvelope& envelope;
+};
+struct TraceHook {
+  std::function<void(const TraceEvent&)> fn;
+  std::optional<uint64_t> type_hash;  // only envelopes of this payload type
+};
+
+class Proc final : public MailboxSender, public ReturnHandle {
+ public:
+  explicit Proc(ProcOptions options = {});
+  ~Proc() override;
+  Proc(const Proc&) = delete;
+  Proc& operator=(const Proc&) = delete;
+
+  const ProcId& id() const { return id_; }
+  const ProcAddr& addr() const { return addr_; }
+  const Location& location() const { return addr_.location; }
+  Scheduler& scheduler() { return scheduler_; }
+  uint8_t default_ttl() const { return default_ttl_; }
+
+  // The sender for envelopes addressed to other procs. Not owned; nullptr restores NoRoute.
+  void set_forwarder(MailboxSender* forwarder);
+
+  // The address of a local actor uid.
+  ActorAddr actor_addr(Uid uid) const { return ActorAddr{ActorId{id_, std::move(uid)}, location()}; }
+
+  // Muxer. `attach` fails with AlreadyExists when the id is taken (live or tombstone).
+  absl::Status attach(std::shared_ptr<Mailbox> mailbox);
+  std::shared_ptr<Mailbox> lookup(const ActorId& id) const;
+  size_t mailbox_count() const;
+
+  // Posts with the proc as return handle; `local` is a resolved destination mailbox (fast path).
+  void send(EnvelopePtr env, Mailbox* local = nullptr);
+
+  void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
+
+  // ReturnHandle (R-FAIL-3, R-FAIL-4).
+  void return_envelope(EnvelopePtr env) override;
+  void drop(EnvelopePtr env, DropCause cause) override;
+
+  ProcStats& counters() { return stats_; }
+  ProcStatsSnapshot stats() const { return stats_.snapshot(); }
+
+  // Delivery trace (one hook; set an empty TraceHook to remove it).
+  void set_trace(TraceHook hook);
+  void trace(TraceEventKind kind, const MessageEnvelope& env) {
+    if (tracing_.load(std::memory_order_relaxed)) trace_slow(kind, env);
+  }
+
+  // The proc's own system sender: the `sender` of returned undeliverables.
+  const ActorAddr& system_addr() const { return system_addr_; }
+
+ private:
+  void trace_slow(TraceEventKind kind, const MessageEnvelope& env);
+  void log_drop(const MessageEnvelope& env, DropCause cause);
+
+  ProcId id_;
+  ProcAddr addr_;
+  ActorAddr system_addr_;
+  uint8_t default_ttl_;
+  Scheduler scheduler_;
+  NoRouteSender no_route_;
+  std::atomic<MailboxSender*> forwarder_;
+
+  mutable absl::Mutex muxer_mu_;
+  absl::flat_hash_map<Uid, std::shared_ptr<Mailbox>> muxer_ ABSL_GUARDED_BY(muxer_mu_);
+
+  ProcStats stats_;
+  std::atomic<bool> tracing_{false};
+  absl::Mutex trace_mu_;
+  TraceHook trace_ ABSL_GUARDED_BY(trace_mu_);
+  std::array<std::atomic<int64_t>, 3> last_drop_log_ns_{};
+};
+
+}  // namespace postal::runtime

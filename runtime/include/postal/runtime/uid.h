@@ -1,0 +1,119 @@
+// uid.h — `Uid`, the identity of a proc, an actor or a gateway, and its base58 text encoding.
+//
+// R-ADDR-2: a uid is either
+//   * a singleton: a well-known name, exactly one `Label` (e.g. `host`, `gw1`), or
+//   * an instance: a 64-bit number, usually random, plus an optional label that is display-only.
+//
+// Equality
+//   Singletons are equal when their labels are equal. Instances are equal when their numbers are
+//   equal — the label is ignored, so `worker~3xYz` == `~3xYz` == `other~3xYz`. A singleton never
+//   equals an instance. The hash is consistent with this equality.
+//
+// Text
+//   singleton          `label`             e.g. `host`
+//   labelled instance  `label~base58`      e.g. `worker~3xYz`
+//   unlabelled         `~base58`           e.g. `~3xYz`
+//   `~` is in neither labels nor base58, so the forms cannot be confused. Numbers use base58 with
+//   the Flickr alphabet `123456789abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ`, most
+//   significant digit first, without leading `1`s (0 is "1"). Every value has exactly one text
+//   form, and `parse(u.to_string()) == u`.
+//
+// Value semantics
+//   A default-constructed `Uid` is the unlabelled instance 0 (`~1`); it exists so that ids can be
+//   default-constructed for deserialization, not as a meaningful identity. `sizeof(Uid)` is 24
+//   bytes; copies are trivial.
+//
+// Failure
+//   `parse` and `base58_decode` never throw or crash; they return `InvalidArgument` naming the
+//   input and what is wrong. Loading a `Uid` with cereal from invalid content throws
+//   `cereal::Exception`; the wire layer converts it to a status.
+#ifndef POSTAL_RUNTIME_UID_H_
+#define POSTAL_RUNTIME_UID_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <cereal/cereal.hpp>
+#include <cereal/types/string.hpp>
+
+#include "absl/status/statusor.h"
+#include "postal/runtime/label.h"
+
+namespace postal::runtime {
+
+// The base58 (Flickr alphabet) text of `value`; 0 encodes as "1".
+std::string base58_encode(std::uint64_t value);
+
+// Decodes the canonical base58 text of a 64-bit number: non-empty, Flickr alphabet only, no
+// leading '1' unless the whole text is "1", and no overflow past 64 bits.
+absl::StatusOr<std::uint64_t> base58_decode(std::string_view text);
+
+class Uid {
+ public:
+  // The unlabelled instance 0 (`~1`).
+  Uid() = default;
+
+  static Uid singleton(Label label) { return Uid(0, label.text_, true); }
+  static Uid instance(std::uint64_t number, std::optional<Label> label = {}) {
+    return Uid(number, label ? label->text_ : nullptr, false);
+  }
+  // An instance with a random 64-bit number, drawn from a thread-local std::mt19937_64 seeded
+  // from std::random_device.
+  static Uid random(std::optional<Label> label = {});
+
+  bool is_singleton() const { return singleton_; }
+  // The instance number; 0 for a singleton.
+  std::uint64_t number() const { return number_; }
+  // The label: always set for a singleton, optional (display-only) for an instance.
+  std::optional<Label> label() const {
+    if (label_ == nullptr) return std::nullopt;
+    return Label(label_);
+  }
+
+  std::string to_string() const;
+  static absl::StatusOr<Uid> parse(std::string_view text);
+
+  friend bool operator==(const Uid& a, const Uid& b) {
+    if (a.singleton_ != b.singleton_) return false;
+    return a.singleton_ ? a.label_ == b.label_ : a.number_ == b.number_;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const Uid& uid) {
+    if (uid.singleton_) return H::combine(std::move(h), true, uid.label_);
+    return H::combine(std::move(h), false, uid.number_);
+  }
+  friend std::ostream& operator<<(std::ostream& os, const Uid& uid) {
+    return os << uid.to_string();
+  }
+
+  // cereal: a uid is stored as its text. `load_minimal` throws `cereal::Exception` when the text
+  // does not parse.
+  template <class Archive>
+  std::string save_minimal(const Archive&) const {
+    return to_string();
+  }
+  template <class Archive>
+  void load_minimal(const Archive&, const std::string& text) {
+    absl::StatusOr<Uid> parsed = parse(text);
+    if (!parsed.ok()) throw cereal::Exception(std::string(parsed.status().message()));
+    *this = *parsed;
+  }
+
+ private:
+  Uid(std::uint64_t number, const std::string* label, bool singleton)
+      : number_(number), label_(label), singleton_(singleton) {}
+
+  std::uint64_t number_ = 0;
+  const std::string* label_ = nullptr;  // An interned label (see label.h), or null.
+  bool singleton_ = false;
+};
+
+static_assert(sizeof(Uid) <= 24, "R-ADDR-2: a Uid stays small");
+
+}  // namespace postal::runtime
+
+#endif  // POSTAL_RUNTIME_UID_H_

@@ -1,0 +1,117 @@
+#include "postal/runtime/delivery_failure.h"
+
+#include "absl/strings/str_cat.h"
+#include "postal/wire/absl_compat.h"
+
+namespace postal::runtime {
+
+std::string_view to_string(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::kInvalidReference: return "invalid reference";
+    case FailureKind::kTransport: return "undeliverable: transport";
+    case FailureKind::kPortGone: return "undeliverable: port gone";
+    case FailureKind::kExpired: return "expired";
+  }
+  return "unknown failure";
+}
+
+std::string_view to_string(InvalidReason reason) {
+  switch (reason) {
+    case InvalidReason::kNone: return "none";
+    case InvalidReason::kActorNotExist: return "actor does not exist";
+    case InvalidReason::kHandlerNotBound: return "handler not bound";
+    case InvalidReason::kActorStopped: return "actor stopped";
+    case InvalidReason::kActorFailed: return "actor failed";
+    case InvalidReason::kPortNeverAllocated: return "port never allocated";
+    case InvalidReason::kProtocolMismatch: return "protocol mismatch";
+    case InvalidReason::kWrongMailboxOwner: return "wrong mailbox owner";
+  }
+  return "unknown reason";
+}
+
+std::string_view to_string(TransportReason reason) {
+  switch (reason) {
+    case TransportReason::kNone: return "none";
+    case TransportReason::kChannelClosed: return "channel closed";
+    case TransportReason::kAckTimedOut: return "ack timed out";
+    case TransportReason::kDialFailed: return "dial failed";
+    case TransportReason::kNoRoute: return "no route";
+    case TransportReason::kOversizedFrame: return "oversized frame";
+    case TransportReason::kLinkUnavailable: return "link unavailable";
+  }
+  return "unknown reason";
+}
+
+DeliveryFailure DeliveryFailure::invalid_reference(std::string target, InvalidReason reason,
+                                                   std::string detail) {
+  DeliveryFailure f;
+  f.kind = FailureKind::kInvalidReference;
+  f.invalid = reason;
+  f.target = std::move(target);
+  f.detail = std::move(detail);
+  return f;
+}
+
+DeliveryFailure DeliveryFailure::transport_failure(std::string target, TransportReason reason,
+                                                   std::string detail) {
+  DeliveryFailure f;
+  f.kind = FailureKind::kTransport;
+  f.transport = reason;
+  f.target = std::move(target);
+  f.detail = std::move(detail);
+  return f;
+}
+
+DeliveryFailure DeliveryFailure::oversized_frame(std::string target, uint64_t len, uint64_t max) {
+  DeliveryFailure f = transport_failure(std::move(target), TransportReason::kOversizedFrame);
+  f.len = len;
+  f.max = max;
+  return f;
+}
+
+DeliveryFailure DeliveryFailure::port_gone(std::string port, std::string message_type) {
+  DeliveryFailure f;
+  f.kind = FailureKind::kPortGone;
+  f.target = std::move(port);
+  f.message_type = std::move(message_type);
+  return f;
+}
+
+DeliveryFailure DeliveryFailure::expired(std::string target) {
+  DeliveryFailure f;
+  f.kind = FailureKind::kExpired;
+  f.target = std::move(target);
+  f.detail = "ttl reached 0";
+  return f;
+}
+
+std::string DeliveryFailure::to_string() const {
+  std::string line = absl::StrCat("deliver to ", target, ": ", sv(runtime::to_string(kind)));
+  switch (kind) {
+    case FailureKind::kInvalidReference:
+      absl::StrAppend(&line, ": ", sv(runtime::to_string(invalid)));
+      break;
+    case FailureKind::kTransport:
+      absl::StrAppend(&line, ": ", sv(runtime::to_string(transport)));
+      if (transport == TransportReason::kOversizedFrame) {
+        absl::StrAppend(&line, " (", len, " bytes > max ", max, ")");
+      }
+      break;
+    case FailureKind::kPortGone:
+      absl::StrAppend(&line, " (", message_type, ")");
+      break;
+    case FailureKind::kExpired:
+      break;
+  }
+  if (!detail.empty()) absl::StrAppend(&line, " (", detail, ")");
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  if (line.size() > kMaxLine) {
+    line.resize(kMaxLine - 3);
+    line += "...";
+  }
+  return line;
+}
+
+}  // namespace postal::runtime

@@ -1,0 +1,216 @@
+#include "postal/runtime/mailbox.h"
+
+#include "absl/strings/str_cat.h"
+#include "postal/runtime/proc.h"
+
+namespace postal::runtime {
+namespace {
+
+InvalidReason closed_reason(MailboxState s) {
+  return s == MailboxState::kFailed ? InvalidReason::kActorFailed : InvalidReason::kActorStopped;
+}
+
+}  // namespace
+
+Mailbox::Mailbox(Proc& proc, ActorAddr owner, const HandlerTable* handlers,
+                 std::shared_ptr<PortSink> handler_sink)
+    : proc_(proc),
+      owner_(std::move(owner)),
+      handlers_(handlers),
+      sink_owner_(std::move(handler_sink)),
+      handler_sink_(sink_owner_.get()) {}
+
+Mailbox::~Mailbox() { delete ephemeral_.load(std::memory_order_acquire); }
+
+absl::Status Mailbox::validate(const HandlerTable& table) {
+  for (size_t i = 0; i < table.size(); ++i) {
+    for (size_t j = i + 1; j < table.size(); ++j) {
+      if (table[i].type_hash == table[j].type_hash) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "handler port ", Port::handler(table[i].type_hash).to_string(), " for ",
+            wire::TypeRegistry::global().name_of(table[i].type_hash),
+            " is bound twice; bind one handler per message type"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool Mailbox::has_handler(uint64_t type_hash) const {
+  if (handlers_ == nullptr) return false;
+  for (const HandlerPort& p : *handlers_) {
+    if (p.type_hash == type_hash) return true;
+  }
+  return false;
+}
+
+uint64_t Mailbox::open_port(uint64_t type_hash, DecodeFn decode, std::weak_ptr<PortSink> sink,
+                            bool once) {
+  EphemeralTable* table = ephemeral_.load(std::memory_order_acquire);
+  if (table == nullptr) {
+    auto* fresh = new EphemeralTable();
+    if (ephemeral_.compare_exchange_strong(table, fresh, std::memory_order_acq_rel)) {
+      table = fresh;
+    } else {
+      delete fresh;
+    }
+  }
+  absl::MutexLock lock(&table->mu);
+  uint64_t index = table->next++;  // R-PORT-1: never reused
+  table->ports.emplace(index, EphemeralPort{type_hash, decode, std::move(sink), once});
+  return index;
+}
+
+void Mailbox::close_port(uint64_t index) {
+  EphemeralTable* table = ephemeral_.load(std::memory_order_acquire);
+  if (table == nullptr) return;
+  absl::MutexLock lock(&table->mu);
+  table->ports.erase(index);
+}
+
+PortAddr Mailbox::port_addr(Port port) const { return owner_.port(port); }
+
+void Mailbox::set_state(MailboxState s) { state_.store(s, std::memory_order_release); }
+
+void Mailbox::detach_handler_sink() { handler_sink_.store(nullptr, std::memory_order_release); }
+
+void Mailbox::fail(EnvelopePtr env, DeliveryFailure f, ReturnHandle& ret) {
+  MessageEnvelope::undeliverable(std::move(env), std::move(f), ret);
+}
+
+void Mailbox::post_unchecked(EnvelopePtr env, ReturnHandle& ret) {
+  const PortId& dest = env->dest().id;
+  if (!(dest.actor == owner_.id)) {  // R-MBX-1
+    std::string target = env->dest().to_string();
+    fail(std::move(env),
+         DeliveryFailure::invalid_reference(
+             std::move(target), InvalidReason::kWrongMailboxOwner,
+             absl::StrCat("mailbox belongs to ", owner_.id.to_string())),
+         ret);
+    return;
+  }
+  MailboxState state = state_.load(std::memory_order_acquire);
+  if (state == MailboxState::kStopped || state == MailboxState::kFailed) {  // R-MBX-3
+    std::string target = env->dest().to_string();
+    fail(std::move(env), DeliveryFailure::invalid_reference(std::move(target), closed_reason(state)),
+         ret);
+    return;
+  }
+  switch (dest.port.kind()) {
+    case Port::Kind::kHandler:
+      deliver_handler(std::move(env), ret);
+      return;
+    case Port::Kind::kEphemeral:
+      deliver_ephemeral(std::move(env), dest.port.value(), ret);
+      return;
+    case Port::Kind::kControl:
+      break;
+  }
+  std::string target = env->dest().to_string();
+  fail(std::move(env),
+       DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kHandlerNotBound,
+                                          "control ports are not bound on this mailbox"),
+       ret);
+}
+
+void Mailbox::deliver_handler(EnvelopePtr env, ReturnHandle& ret) {
+  const uint64_t hash = env->dest().id.port.value();
+  const HandlerPort* port = nullptr;
+  if (handlers_ != nullptr) {
+    for (const HandlerPort& p : *handlers_) {
+      if (p.type_hash == hash) {
+        port = &p;
+        break;
+      }
+    }
+  }
+  if (port == nullptr) {  // R-MBX-2
+    std::string target = env->dest().to_string();
+    fail(std::move(env),
+         DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kHandlerNotBound,
+                                            wire::TypeRegistry::global().name_of(hash)),
+         ret);
+    return;
+  }
+  if (absl::Status s = port->decode(env->data()); !s.ok()) {  // R-MBX-4
+    std::string target = env->dest().to_string();
+    fail(std::move(env),
+         DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kProtocolMismatch,
+                                            std::string(s.message())),
+         ret);
+    return;
+  }
+  if (hash == wire::type_hash<UndeliverableEnvelope>()) {
+    const EnvelopePtr& returned = env->data().get<UndeliverableEnvelope>()->envelope;
+    if (returned && complete_failed_request(*returned)) {
+      proc_.counters().add(Counter::kDelivered);
+      return;
+    }
+  }
+  PortSink* sink = handler_sink_.load(std::memory_order_acquire);
+  if (sink == nullptr || state_.load(std::memory_order_acquire) != MailboxState::kOpen) {
+    // R-ACT-5: a stopping actor refuses new handler messages.
+    std::string target = env->dest().to_string();
+    fail(std::move(env),
+         DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kActorStopped,
+                                            "the actor is stopping"),
+         ret);
+    return;
+  }
+  proc_.counters().add(Counter::kDelivered);
+  proc_.trace(TraceEventKind::kDelivered, *env);
+  sink->deliver(std::move(env));
+}
+
+void Mailbox::deliver_ephemeral(EnvelopePtr env, uint64_t index, ReturnHandle& ret) {
+  EphemeralTable* table = ephemeral_.load(std::memory_order_acquire);
+  std::shared_ptr<PortSink> sink;
+  DeliveryFailure failure;
+  bool ok = false;
+  if (table == nullptr) {
+    failure = DeliveryFailure::invalid_reference(env->dest().to_string(),
+                                                 InvalidReason::kPortNeverAllocated);
+  } else {
+    absl::MutexLock lock(&table->mu);
+    auto it = table->ports.find(index);
+    if (index >= table->next) {
+      failure = DeliveryFailure::invalid_reference(env->dest().to_string(),
+                                                   InvalidReason::kPortNeverAllocated);
+    } else if (it == table->ports.end() || !(sink = it->second.sink.lock())) {
+      failure = DeliveryFailure::port_gone(env->dest().to_string(),
+                                           wire::TypeRegistry::global().name_of(
+                                               env->data().type_hash()));
+      if (it != table->ports.end()) table->ports.erase(it);
+    } else if (absl::Status s = it->second.decode(env->data()); !s.ok()) {
+      failure = DeliveryFailure::invalid_reference(
+          env->dest().to_string(), InvalidReason::kProtocolMismatch, std::string(s.message()));
+    } else {
+      ok = true;
+      if (it->second.once) table->ports.erase(it);  // R-MBX-5
+    }
+  }
+  if (!ok) {
+    fail(std::move(env), std::move(failure), ret);
+    return;
+  }
+  proc_.counters().add(Counter::kDelivered);
+  proc_.trace(TraceEventKind::kDelivered, *env);
+  sink->deliver(std::move(env));
+}
+
+bool Mailbox::complete_failed_request(const MessageEnvelope& returned) {
+  std::optional<uint64_t> index = returned.headers().get(kReplyPortHeader);
+  EphemeralTable* table = ephemeral_.load(std::memory_order_acquire);
+  if (!index || table == nullptr || returned.delivery_failures().empty()) return false;
+  std::shared_ptr<PortSink> sink;
+  {
+    absl::MutexLock lock(&table->mu);
+    auto it = table->ports.find(*index);
+    if (it == table->ports.end() || !(sink = it->second.sink.lock())) return false;
+    table->ports.erase(it);
+  }
+  sink->fail(*returned.root_failure());
+  return true;
+}
+
+}  // namespace postal::runtime

@@ -1,0 +1,146 @@
+#include "postal/runtime/proc.h"
+
+#include <chrono>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+
+namespace postal::runtime {
+namespace {
+
+ProcId default_proc_id() {
+  static const Label kProc = *Label::parse("proc");
+  return ProcId{Uid::random(kProc)};
+}
+
+Location default_location(const ProcId& id) {
+  return Location::addr(*ChannelAddr::parse(absl::StrCat("inproc://", id.uid.number())));
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Proc::Proc(ProcOptions options)
+    : id_(options.id ? *options.id : default_proc_id()),
+      addr_{id_, options.location ? *options.location : default_location(id_)},
+      system_addr_(actor_addr(Uid::singleton(*Label::parse("postal-system")))),
+      default_ttl_(options.default_ttl),
+      scheduler_(options.scheduler),
+      forwarder_(&no_route_) {
+  scheduler_.start();
+}
+
+Proc::~Proc() { scheduler_.stop(); }
+
+void Proc::set_forwarder(MailboxSender* forwarder) {
+  forwarder_.store(forwarder != nullptr ? forwarder : &no_route_, std::memory_order_release);
+}
+
+absl::Status Proc::attach(std::shared_ptr<Mailbox> mailbox) {
+  const ActorId& id = mailbox->owner().id;
+  if (!(id.proc == id_)) {
+    return absl::InvalidArgumentError(absl::StrCat("mailbox of ", id.to_string(),
+                                                   " cannot attach to proc ", id_.to_string()));
+  }
+  absl::MutexLock lock(&muxer_mu_);
+  auto [it, inserted] = muxer_.try_emplace(id.uid, std::move(mailbox));
+  if (!inserted) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("actor ", id.to_string(), " already exists on this proc; choose another name"));
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Mailbox> Proc::lookup(const ActorId& id) const {
+  if (!(id.proc == id_)) return nullptr;
+  absl::ReaderMutexLock lock(&muxer_mu_);
+  auto it = muxer_.find(id.uid);
+  return it == muxer_.end() ? nullptr : it->second;
+}
+
+size_t Proc::mailbox_count() const {
+  absl::ReaderMutexLock lock(&muxer_mu_);
+  return muxer_.size();
+}
+
+void Proc::send(EnvelopePtr env, Mailbox* local) {
+  stats_.add(Counter::kPosted);
+  trace(TraceEventKind::kPosted, *env);
+  if (local != nullptr && &local->proc() == this && env->ttl() > 0) {
+    env->set_ttl(env->ttl() - 1);  // R-ENV-3, as post() does
+    local->post_unchecked(std::move(env), *this);
+    return;
+  }
+  post(std::move(env), *this);
+}
+
+void Proc::post_unchecked(EnvelopePtr env, ReturnHandle& ret) {
+  const ActorId& dest = env->next_hop().id.actor;
+  if (!(dest.proc == id_)) {
+    forwarder_.load(std::memory_order_acquire)->post(std::move(env), ret);
+    return;
+  }
+  std::shared_ptr<Mailbox> mailbox = lookup(dest);
+  if (!mailbox) {
+    std::string target = env->dest().to_string();
+    MessageEnvelope::undeliverable(
+        std::move(env),
+        DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kActorNotExist),
+        ret);
+    return;
+  }
+  mailbox->post_unchecked(std::move(env), ret);
+}
+
+void Proc::return_envelope(EnvelopePtr env) {
+  stats_.failure(env->delivery_failures().back().kind);
+  stats_.add(Counter::kReturned);
+  trace(TraceEventKind::kReturned, *env);
+  PortAddr to = env->sender().port(Port::handler(wire::type_hash<UndeliverableEnvelope>()));
+  auto ret = MessageEnvelope::make(system_addr_, std::move(to),
+                                   wire::Any::make(UndeliverableEnvelope{std::move(env)}),
+                                   default_ttl_);
+  ret->set_return_undeliverable(false);  // R-FAIL-3: a failed return is dropped, not bounced
+  post(std::move(ret), *this);
+}
+
+void Proc::drop(EnvelopePtr env, DropCause cause) {
+  if (!env->delivery_failures().empty()) stats_.failure(env->delivery_failures().back().kind);
+  stats_.drop(cause);
+  trace(TraceEventKind::kDropped, *env);
+  log_drop(*env, cause);
+}
+
+void Proc::log_drop(const MessageEnvelope& env, DropCause cause) {
+  // R-FAIL-4: once per cause, then at most once a second per cause.
+  auto& last = last_drop_log_ns_[static_cast<size_t>(cause)];
+  int64_t now = now_ns();
+  int64_t prev = last.load(std::memory_order_relaxed);
+  if (prev != 0 && now - prev < 1'000'000'000) return;
+  if (!last.compare_exchange_strong(prev, now)) return;
+  const DeliveryFailure* f = env.delivery_failures().empty() ? nullptr
+                                                             : &env.delivery_failures().back();
+  std::cerr << "postal: proc " << id_.to_string() << " dropped an envelope (" << to_string(cause)
+            << "): " << (f ? f->to_string() : std::string("no failure recorded"))
+            << " [further drops of this cause are counted, logged at most once a second]\n";
+}
+
+void Proc::set_trace(TraceHook hook) {
+  absl::MutexLock lock(&trace_mu_);
+  trace_ = std::move(hook);
+  tracing_.store(static_cast<bool>(trace_.fn), std::memory_order_release);
+}
+
+void Proc::trace_slow(TraceEventKind kind, const MessageEnvelope& env) {
+  absl::MutexLock lock(&trace_mu_);
+  if (!trace_.fn) return;
+  if (trace_.type_hash && env.data().type_hash() != *trace_.type_hash) return;
+  trace_.fn(TraceEvent{kind, env});
+}
+
+}  // namespace postal::runtime

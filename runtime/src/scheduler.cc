@@ -1,0 +1,320 @@
+#include "postal/runtime/scheduler.h"
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "boost/fiber/all.hpp"
+#include "postal/runtime/run_queue.h"
+
+namespace postal::runtime {
+namespace {
+
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Runner fibers may run handlers with deep call chains (cereal, user code): give them room.
+constexpr size_t kRunnerStack = 256 * 1024;
+// After this many LIFO-slot runs in a row the slot yields to the FIFO queue (no starvation).
+constexpr int kMaxLifoStreak = 32;
+// A sleeping worker re-checks for work at least this often, whatever happened to a wake-up.
+constexpr auto kSleepCap = std::chrono::milliseconds(20);
+
+}  // namespace
+
+class Worker {
+ public:
+  Worker(Scheduler& sched, int index) : sched_(sched), index_(index) {}
+
+  void start() { thread_ = std::thread([this] { thread_main(); }); }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Called on this worker's thread.
+  void push_local(Schedulable* s) {
+    if (lifo_ == nullptr) {
+      lifo_ = s;
+      return;
+    }
+    Schedulable* displaced = lifo_;
+    lifo_ = s;
+    if (!local_.push(displaced)) sched_.push_inject(displaced);
+    if (sched_.sleepers_.load(std::memory_order_seq_cst) > 0) sched_.wake_one();
+  }
+
+  // From any thread: wakes this worker if it sleeps. Returns whether it was asleep.
+  bool wake() {
+    if (!sleeping_.load(std::memory_order_seq_cst)) return false;
+    std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
+    wake_ = true;
+    sleep_cv_.notify_one();
+    return true;
+  }
+
+  bool sleeping() const { return sleeping_.load(std::memory_order_relaxed); }
+  Schedulable* steal() { return local_.pop(); }
+  bool has_stealable() const { return !local_.empty(); }
+
+  void block_begin() {
+    if (--active_ == 0) spawn_runner();
+  }
+  void block_end() { ++active_; }
+
+  uint64_t slices() const { return slices_.load(std::memory_order_relaxed); }
+  uint64_t steals() const { return steals_.load(std::memory_order_relaxed); }
+  uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+  uint64_t runners_started() const { return runners_started_.load(std::memory_order_relaxed); }
+
+  static thread_local Worker* current;
+  Scheduler& sched_;
+
+ private:
+  void thread_main() {
+    current = this;
+    spawn_runner();
+    std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
+    exit_cv_.wait(lock, [&] { return runners_ == 0; });
+    current = nullptr;
+  }
+
+  void spawn_runner() {
+    ++runners_;
+    ++active_;
+    runners_started_.fetch_add(1, std::memory_order_relaxed);
+    boost::fibers::fiber(boost::fibers::launch::post, std::allocator_arg,
+                         boost::fibers::protected_fixedsize_stack(kRunnerStack),
+                         [this] { runner(); })
+        .detach();
+  }
+
+  void runner() {
+    while (!sched_.stopping_.load(std::memory_order_acquire)) {
+      if (active_ > 1) break;  // a resumed waiter: another runner already dispatches
+      Schedulable* s = find_work();
+      if (s == nullptr) {
+        idle();
+        continue;
+      }
+      slices_.fetch_add(1, std::memory_order_relaxed);
+      s->run_slice(sched_.options_.budget);
+    }
+    --active_;
+    std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
+    --runners_;
+    exit_cv_.notify_all();
+  }
+
+  Schedulable* find_work() {
+    if (lifo_ != nullptr) {
+      Schedulable* s = lifo_;
+      lifo_ = nullptr;
+      if (++lifo_streak_ <= kMaxLifoStreak) return s;
+      if (!local_.push(s)) sched_.push_inject(s);
+    }
+    lifo_streak_ = 0;
+    // Every so often look at the shared queue first, so foreign runnables are not starved.
+    if ((++tick_ & 63) == 0) {
+      if (Schedulable* s = sched_.pop_inject()) return s;
+    }
+    if (Schedulable* s = local_.pop()) return s;
+    if (Schedulable* s = sched_.pop_inject()) return s;
+    return steal_from_others();
+  }
+
+  Schedulable* steal_from_others() {
+    const auto& ws = sched_.workers_;
+    for (size_t i = 1; i < ws.size(); ++i) {
+      Worker& victim = *ws[(index_ + i) % ws.size()];
+      if (Schedulable* s = victim.steal()) {
+        steals_.fetch_add(1, std::memory_order_relaxed);
+        return s;
+      }
+    }
+    return nullptr;
+  }
+
+  bool has_work() const {
+    if (lifo_ != nullptr || !local_.empty()) return true;
+    if (sched_.inject_size_.load(std::memory_order_seq_cst) > 0) return true;
+    for (const auto& w : sched_.workers_) {
+      if (w.get() != this && w->has_stealable()) return true;
+    }
+    return false;
+  }
+
+  void idle() {
+    const auto spin = absl::ToChronoNanoseconds(sched_.options_.spin);
+    if (spin.count() > 0) {
+      const auto deadline = std::chrono::steady_clock::now() + spin;
+      for (int i = 1;; ++i) {
+        if (has_work()) return;
+        spin_pause();
+        if ((i & 15) == 0) {
+          boost::this_fiber::yield();  // let resumed waiters on this thread run
+          if (active_ > 1) return;
+          if (std::chrono::steady_clock::now() >= deadline) break;
+        }
+      }
+    }
+    sleeping_.store(true, std::memory_order_seq_cst);
+    sched_.sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    if (!has_work() && !sched_.stopping_.load(std::memory_order_seq_cst)) {
+      sleeps_.fetch_add(1, std::memory_order_relaxed);
+      std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
+      sleep_cv_.wait_for(lock, kSleepCap, [&] {
+        return wake_ || sched_.stopping_.load(std::memory_order_acquire);
+      });
+      wake_ = false;
+    }
+    sched_.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    sleeping_.store(false, std::memory_order_seq_cst);
+  }
+
+  int index_;
+  std::thread thread_;
+  Schedulable* lifo_ = nullptr;
+  int lifo_streak_ = 0;
+  uint32_t tick_ = 0;
+  RunQueue local_;
+
+  // Thread-confined runner accounting.
+  int runners_ = 0;
+  int active_ = 0;
+
+  std::atomic<bool> sleeping_{false};
+  boost::fibers::mutex sleep_mu_;
+  boost::fibers::condition_variable sleep_cv_;
+  boost::fibers::condition_variable exit_cv_;
+  bool wake_ = false;
+
+  std::atomic<uint64_t> slices_{0};
+  std::atomic<uint64_t> steals_{0};
+  std::atomic<uint64_t> sleeps_{0};
+  std::atomic<uint64_t> runners_started_{0};
+};
+
+thread_local Worker* Worker::current = nullptr;
+
+Scheduler::Scheduler(SchedulerOptions options) : options_(options) {
+  if (options_.manual) {
+    options_.workers = 0;
+    return;
+  }
+  int n = options_.workers > 0 ? options_.workers
+                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options_.workers = n;
+  if (options_.budget == 0) options_.budget = 1;
+  for (int i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+void Scheduler::start() {
+  if (options_.manual || started_.exchange(true)) return;
+  for (auto& w : workers_) w->start();
+}
+
+void Scheduler::stop() {
+  if (stopping_.exchange(true)) return;
+  for (auto& w : workers_) w->wake();
+  for (auto& w : workers_) w->join();
+}
+
+void Scheduler::schedule(Schedulable* s) {
+  Worker* w = Worker::current;
+  if (w != nullptr && &w->sched_ == this) {
+    w->push_local(s);
+    return;
+  }
+  push_inject(s);
+  if (!options_.manual) wake_one();
+}
+
+void Scheduler::push_inject(Schedulable* s) {
+  {
+    absl::MutexLock lock(&inject_mu_);
+    inject_.push_back(s);
+  }
+  inject_size_.fetch_add(1, std::memory_order_seq_cst);
+}
+
+Schedulable* Scheduler::pop_inject() {
+  if (inject_size_.load(std::memory_order_acquire) == 0) return nullptr;
+  absl::MutexLock lock(&inject_mu_);
+  if (inject_.empty()) return nullptr;
+  Schedulable* s = inject_.front();
+  inject_.pop_front();
+  inject_size_.fetch_sub(1, std::memory_order_seq_cst);
+  return s;
+}
+
+void Scheduler::wake_one() {
+  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
+  for (auto& w : workers_) {
+    if (w->wake()) {
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+bool Scheduler::on_worker_thread() const {
+  return Worker::current != nullptr && &Worker::current->sched_ == this;
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  for (const auto& w : workers_) {
+    s.slices += w->slices();
+    s.steals += w->steals();
+    s.sleeps += w->sleeps();
+    s.runners += w->runners_started();
+  }
+  s.wakeups = wakeups_.load(std::memory_order_relaxed);
+  return s;
+}
+
+bool Scheduler::step() {
+  boost::this_fiber::yield();  // resumed waiters finish what they were doing first
+  Schedulable* s = pop_inject();
+  if (s == nullptr) return false;
+  auto done = std::make_shared<bool>(false);
+  boost::fibers::fiber f(std::allocator_arg, boost::fibers::protected_fixedsize_stack(kRunnerStack),
+                         [s, done] {
+                           s->run_slice(1);
+                           *done = true;
+                         });
+  stepping_fiber_ = f.get_id();
+  stepping_blocked_ = false;
+  while (!*done && !stepping_blocked_) boost::this_fiber::yield();
+  stepping_fiber_.reset();
+  f.detach();
+  return true;
+}
+
+size_t Scheduler::run_until_idle(size_t max_steps) {
+  size_t n = 0;
+  while (n < max_steps && step()) ++n;
+  return n;
+}
+
+Scheduler::BlockingScope::BlockingScope(Scheduler& s) : sched_(s), worker_(nullptr) {
+  if (sched_.options_.manual) {
+    if (sched_.stepping_fiber_ == boost::this_fiber::get_id()) sched_.stepping_blocked_ = true;
+    return;
+  }
+  if (Worker::current != nullptr && &Worker::current->sched_ == &sched_) {
+    worker_ = Worker::current;
+    worker_->block_begin();
+  }
+}
+
+Scheduler::BlockingScope::~BlockingScope() {
+  if (worker_ != nullptr) worker_->block_end();
+}
+
+}  // namespace postal::runtime

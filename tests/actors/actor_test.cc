@@ -1,0 +1,4 @@
+#include "gtest/gtest.h"
+#include "postal/postal.h"
+
+TEST(Smoke, Builds) { SUCCEED(); }

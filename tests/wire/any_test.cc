@@ -1,0 +1,121 @@
+#include "postal/wire/any.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+struct Small {
+  int n = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(n);
+  }
+};
+
+struct Big {
+  std::vector<std::string> items;
+  std::string tail;
+  char pad[64] = {};
+  template <class A>
+  void serialize(A& a) {
+    a(items, tail);
+  }
+};
+
+// Counts copies and serializations to prove R-ENV-4's "typed locally, serialized at most once".
+struct Counted {
+  inline static int serializations = 0;
+  int v = 0;
+  template <class A>
+  void save(A& a) const {
+    ++serializations;
+    a(v);
+  }
+  template <class A>
+  void load(A& a) {
+    a(v);
+  }
+};
+
+}  // namespace
+
+POSTAL_MESSAGE(Small, "test.Small");
+POSTAL_MESSAGE(Big, "test.Big");
+POSTAL_MESSAGE(Counted, "test.Counted");
+
+namespace postal::wire {
+namespace {
+
+TEST(Any, R_ENV_4_TypedValueStaysTypedAndIsNotSerialized) {
+  Counted::serializations = 0;
+  Any a = Any::make(Counted{7});
+  Any moved = std::move(a);
+  ASSERT_TRUE(moved.is_typed());
+  EXPECT_EQ(moved.type_hash(), type_hash<Counted>());
+  EXPECT_EQ(moved.get<Counted>()->v, 7);
+  EXPECT_EQ(moved.get<Small>(), nullptr);
+  EXPECT_EQ(Counted::serializations, 0);
+}
+
+TEST(Any, R_ENV_4_SerializesAtMostOnce) {
+  Counted::serializations = 0;
+  Any a = Any::make(Counted{3});
+  auto b1 = a.bytes();
+  auto b2 = a.bytes();
+  ASSERT_TRUE(b1.ok());
+  ASSERT_TRUE(b2.ok());
+  EXPECT_EQ(*b1, *b2);
+  EXPECT_EQ(Counted::serializations, 1);
+}
+
+TEST(Any, R_ENV_4_BytesDecodeIntoTheRegisteredType) {
+  Any a = Any::make(Big{{"x", "yy"}, "tail", {}});
+  std::string bytes(*a.bytes());
+  Any received = Any::from_bytes(type_hash<Big>(), bytes);
+  EXPECT_FALSE(received.is_typed());
+  ASSERT_TRUE(received.decode<Big>().ok());
+  ASSERT_NE(received.get<Big>(), nullptr);
+  EXPECT_EQ(received.get<Big>()->items, (std::vector<std::string>{"x", "yy"}));
+  EXPECT_EQ(received.get<Big>()->tail, "tail");
+}
+
+TEST(Any, R_MBX_4_WrongTypeIsAStatusAndLeavesTheAnyUnchanged) {
+  Any a = Any::from_bytes(type_hash<Small>(), std::string(*Any::make(Small{5}).bytes()));
+  absl::Status s = a.decode<Big>();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("test.Small"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("test.Big"), std::string::npos) << s;
+  ASSERT_TRUE(a.decode<Small>().ok());
+  EXPECT_EQ(a.get<Small>()->n, 5);
+}
+
+TEST(Any, TruncatedBytesAreDataLossNeverAnException) {
+  std::string bytes(*Any::make(Big{{"alpha", "beta"}, "gamma", {}}).bytes());
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    Any a = Any::from_bytes(type_hash<Big>(), bytes.substr(0, cut));
+    absl::Status s = a.decode<Big>();
+    EXPECT_FALSE(s.ok()) << "cut at " << cut;
+    EXPECT_FALSE(a.is_typed());
+  }
+}
+
+TEST(Any, LargeValuesLiveOnTheHeapAndMove) {
+  Any a = Any::make(Big{{std::string(100, 'z')}, "t", {}});
+  Any b = std::move(a);
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(b.get<Big>()->items[0].size(), 100u);
+}
+
+TEST(TypeRegistry, HashIsStableFnv1aOfTheName) {
+  // Pinned: a change here breaks every peer speaking the wire format.
+  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(type_hash<Small>(), fnv1a64("test.Small"));
+  EXPECT_EQ(TypeRegistry::global().name_of(type_hash<Small>()), "test.Small");
+}
+
+}  // namespace
+}  // namespace postal::wire

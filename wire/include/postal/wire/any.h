@@ -1,0 +1,210 @@
+// Any: a message payload, either the typed value or its bytes.
+//
+// An Any always carries the stable type hash of its registered type (R-ENV-4). Inside one
+// process it holds the typed value and is moved, never serialized. When it first leaves the
+// process `bytes()` serializes it — at most once; the bytes are cached. On the receiving side
+// `from_bytes` keeps the bytes until a port of the right type calls `decode<T>()`.
+//
+// Failures are statuses, never exceptions: a type mismatch is FailedPrecondition naming both
+// types, undecodable bytes are DataLoss (see codec.h). A failed decode leaves the Any as it was.
+//
+// Small values (≤ 48 bytes, nothrow-movable) live inline; larger ones on the heap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "postal/wire/codec.h"
+#include "postal/wire/type_registry.h"
+
+namespace postal::wire {
+
+class Any {
+ public:
+  Any() = default;
+  Any(Any&& other) noexcept { move_from(other); }
+  Any& operator=(Any&& other) noexcept {
+    if (this != &other) {
+      reset();
+      move_from(other);
+    }
+    return *this;
+  }
+  Any(const Any&) = delete;
+  Any& operator=(const Any&) = delete;
+  ~Any() { reset(); }
+
+  template <RegisteredMessage T>
+  static Any make(T value) {
+    Any a;
+    a.emplace<T>(std::move(value));
+    return a;
+  }
+
+  // Bytes received for `hash`; decoded on first use by a port of that type.
+  static Any from_bytes(uint64_t hash, std::string bytes) {
+    Any a;
+    a.hash_ = hash;
+    a.bytes_ = std::make_unique<std::string>(std::move(bytes));
+    return a;
+  }
+
+  uint64_t type_hash() const { return hash_; }
+  bool empty() const { return hash_ == 0 && !bytes_; }
+  bool is_typed() const { return ops_ != nullptr; }
+
+  // The typed value, or nullptr when the Any holds another type or only bytes.
+  template <RegisteredMessage T>
+  T* get() {
+    if (ops_ == nullptr || hash_ != wire::type_hash<T>()) return nullptr;
+    return static_cast<T*>(ptr());
+  }
+  template <RegisteredMessage T>
+  const T* get() const {
+    return const_cast<Any*>(this)->get<T>();
+  }
+
+  // Makes the value typed as T: decodes bytes when needed. Mismatched hash → FailedPrecondition;
+  // undecodable bytes → DataLoss. On failure the Any is unchanged.
+  template <RegisteredMessage T>
+  absl::Status decode() {
+    if (hash_ != wire::type_hash<T>()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("payload is ", TypeRegistry::global().name_of(hash_), ", port expects ",
+                       sv(wire::type_name<T>())));
+    }
+    if (ops_ != nullptr) return absl::OkStatus();
+    if (!bytes_) return absl::FailedPreconditionError("payload is empty");
+    T value{};
+    absl::Status s = decode_into(*bytes_, value, wire::type_name<T>());
+    if (!s.ok()) return s;
+    emplace<T>(std::move(value));
+    return absl::OkStatus();
+  }
+
+  // Moves the typed value out (decoding first when needed).
+  template <RegisteredMessage T>
+  absl::StatusOr<T> take() {
+    absl::Status s = decode<T>();
+    if (!s.ok()) return s;
+    return std::move(*get<T>());
+  }
+
+  // The serialized form; computed once, then cached.
+  absl::StatusOr<std::string_view> bytes() {
+    if (!bytes_) {
+      if (ops_ == nullptr) return absl::FailedPreconditionError("payload is empty");
+      absl::StatusOr<std::string> b = ops_->encode(ptr());
+      if (!b.ok()) return b.status();
+      bytes_ = std::make_unique<std::string>(*std::move(b));
+    }
+    return std::string_view(*bytes_);
+  }
+
+  template <class Archive>
+  void save(Archive& ar) const {
+    absl::StatusOr<std::string_view> b = const_cast<Any*>(this)->bytes();
+    if (!b.ok()) throw std::runtime_error(std::string(b.status().message()));
+    ar(hash_, std::string(*b));
+  }
+  template <class Archive>
+  void load(Archive& ar) {
+    uint64_t hash = 0;
+    std::string b;
+    ar(hash, b);
+    *this = from_bytes(hash, std::move(b));
+  }
+
+ private:
+  static constexpr size_t kInline = 48;
+
+  struct Ops {
+    void (*destroy)(void*, bool heap);
+    void (*move)(void* from, void* to);  // inline only
+    absl::StatusOr<std::string> (*encode)(const void*);
+  };
+
+  template <class T>
+  static constexpr bool fits_inline() {
+    return sizeof(T) <= kInline && alignof(T) <= alignof(std::max_align_t) &&
+           std::is_nothrow_move_constructible_v<T>;
+  }
+
+  template <class T>
+  static const Ops* ops_for() {
+    static constexpr Ops ops{
+        [](void* p, bool heap) {
+          if (heap) {
+            delete static_cast<T*>(p);
+          } else {
+            static_cast<T*>(p)->~T();
+          }
+        },
+        [](void* from, void* to) {
+          ::new (to) T(std::move(*static_cast<T*>(from)));
+          static_cast<T*>(from)->~T();
+        },
+        [](const void* p) { return wire::encode(*static_cast<const T*>(p), wire::type_name<T>()); },
+    };
+    return &ops;
+  }
+
+  template <class T>
+  void emplace(T&& value) {
+    using U = std::decay_t<T>;
+    reset_value();
+    if constexpr (fits_inline<U>()) {
+      ::new (static_cast<void*>(storage_)) U(std::forward<T>(value));
+      heap_ = nullptr;
+    } else {
+      heap_ = new U(std::forward<T>(value));
+    }
+    hash_ = wire::type_hash<U>();
+    ops_ = ops_for<U>();
+  }
+
+  void* ptr() { return heap_ != nullptr ? heap_ : static_cast<void*>(storage_); }
+
+  void reset_value() {
+    if (ops_ != nullptr) ops_->destroy(ptr(), heap_ != nullptr);
+    ops_ = nullptr;
+    heap_ = nullptr;
+  }
+  void reset() {
+    reset_value();
+    bytes_.reset();
+    hash_ = 0;
+  }
+  void move_from(Any& other) {
+    hash_ = other.hash_;
+    ops_ = other.ops_;
+    bytes_ = std::move(other.bytes_);
+    if (ops_ != nullptr) {
+      if (other.heap_ != nullptr) {
+        heap_ = other.heap_;
+      } else {
+        ops_->move(other.storage_, storage_);
+      }
+    }
+    other.ops_ = nullptr;
+    other.heap_ = nullptr;
+    other.hash_ = 0;
+  }
+
+  uint64_t hash_ = 0;
+  const Ops* ops_ = nullptr;
+  void* heap_ = nullptr;
+  std::unique_ptr<std::string> bytes_;
+  alignas(std::max_align_t) std::byte storage_[kInline];
+};
+
+}  // namespace postal::wire
