@@ -38,9 +38,11 @@ absl::StatusOr<std::shared_ptr<ActorControl>> spawn_cell(runtime::Proc& proc, Co
 template <ActorClass A>
 class ActorHandle {
  public:
+  ActorHandle() = default;  // empty until assigned; only `valid()` may be called
   explicit ActorHandle(std::shared_ptr<ActorControl> control)
       : control_(std::move(control)), ref_(control_->addr(), control_->mailbox_ptr()) {}
 
+  bool valid() const { return control_ != nullptr; }
   const ActorRef<A>& ref() const { return ref_; }
   const runtime::ActorAddr& addr() const { return control_->addr(); }
   ActorStatus status() const { return control_->status(); }

@@ -35,7 +35,8 @@ inline EnvelopePtr make_envelope(SendContext& cx, const PortAddr& dest, wire::An
 
 }  // namespace internal
 
-template <wire::RegisteredMessage T>
+// T is checked when a send is compiled, so a message may hold a PortRef to its own type.
+template <class T>
 class PortRef {
  public:
   PortRef() = default;
@@ -67,7 +68,7 @@ class PortRef {
   std::shared_ptr<Mailbox> local_;  // resolved destination, when it lives in this process
 };
 
-template <wire::RegisteredMessage T>
+template <class T>
 class OncePortRef {
  public:
   OncePortRef() = default;

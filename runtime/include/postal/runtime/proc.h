@@ -35,6 +35,19 @@ struct ProcOptions {
   std::optional<Location> location;        // default: inproc://<instance number>
   SchedulerOptions scheduler;
   uint8_t default_ttl = kDefaultTtl;       // R-ENV-2
+
+  // `workers` threads (0: one per core).
+  static ProcOptions threads(int workers) {
+    ProcOptions o;
+    o.scheduler.workers = workers;
+    return o;
+  }
+  // No threads: the test drives delivery with scheduler().step() / run_until_idle().
+  static ProcOptions deterministic() {
+    ProcOptions o;
+    o.scheduler = SchedulerOptions::deterministic();
+    return o;
+  }
 };
 
 // What the trace hook sees (tests and users attach with `Proc::set_trace`).
