@@ -5,6 +5,9 @@
 #include <thread>
 
 #include "boost/fiber/all.hpp"
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 #include "postal/runtime/run_queue.h"
 
 namespace postal::runtime {
@@ -18,6 +21,31 @@ inline void spin_pause() {
 
 // Runner fibers may run handlers with deep call chains (cereal, user code): give them room.
 constexpr size_t kRunnerStack = 256 * 1024;
+
+// Guard-paged fiber stacks. Under AddressSanitizer the stack's shadow is cleared on allocation
+// and release: ASan does not see Boost.Context's fcontext switches, so poison left by frames
+// that unwound on another stack would otherwise surface as false reports when the address range
+// is reused.
+class RunnerStack {
+ public:
+  boost::context::stack_context allocate() {
+    boost::context::stack_context sc = inner_.allocate();
+    unpoison(sc);
+    return sc;
+  }
+  void deallocate(boost::context::stack_context& sc) noexcept {
+    unpoison(sc);
+    inner_.deallocate(sc);
+  }
+
+ private:
+  static void unpoison([[maybe_unused]] const boost::context::stack_context& sc) {
+#if defined(__SANITIZE_ADDRESS__)
+    ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(sc.sp) - sc.size, sc.size);
+#endif
+  }
+  boost::fibers::protected_fixedsize_stack inner_{kRunnerStack};
+};
 // After this many LIFO-slot runs in a row the slot yields to the FIFO queue (no starvation).
 constexpr int kMaxLifoStreak = 32;
 // A sleeping worker re-checks for work at least this often, whatever happened to a wake-up.
@@ -85,8 +113,7 @@ class Worker {
     ++runners_;
     ++active_;
     runners_started_.fetch_add(1, std::memory_order_relaxed);
-    boost::fibers::fiber(boost::fibers::launch::post, std::allocator_arg,
-                         boost::fibers::protected_fixedsize_stack(kRunnerStack),
+    boost::fibers::fiber(boost::fibers::launch::post, std::allocator_arg, RunnerStack(),
                          [this] { runner(); })
         .detach();
   }
@@ -283,7 +310,7 @@ bool Scheduler::step() {
   Schedulable* s = pop_inject();
   if (s == nullptr) return false;
   auto done = std::make_shared<bool>(false);
-  boost::fibers::fiber f(std::allocator_arg, boost::fibers::protected_fixedsize_stack(kRunnerStack),
+  boost::fibers::fiber f(std::allocator_arg, RunnerStack(),
                          [s, done] {
                            s->run_slice(1);
                            *done = true;
