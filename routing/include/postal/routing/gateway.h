@@ -1,0 +1,58 @@
+// Gateway: next-hop routing with Via peeling (R-GW-1, R-GW-2).
+//
+// A gateway is a MailboxSender with an identity (a Uid) and the channel location where it can be
+// reached. It routes on the envelope's next hop location:
+//
+//   outermost Via(uid) names a peer gateway → peel it, post to that peer
+//   outermost Via(uid) names this gateway   → peel it, route again
+//   outermost Via(uid) names neither        → hand the envelope, unpeeled, to the forwarder
+//   no via left: a locally attached proc with the next hop's proc id → deliver to it;
+//                else, if this gateway peeled a hop → Transport(NoRoute);
+//                else → the forwarder.
+//
+// R-GW-2 follows: an envelope whose via names another gateway is never delivered locally, even
+// when its inner proc id is attached here.
+//
+// Procs attach with the sender that reaches them (the Proc itself in-process, or a channel
+// client) and are advertised as `proc@<gateway uid>.<gateway channel>`. Senders are borrowed.
+#pragma once
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "postal/runtime/address.h"
+#include "postal/runtime/mailbox_sender.h"
+
+namespace postal::routing {
+
+class Gateway final : public runtime::MailboxSender {
+ public:
+  // `location` is where this gateway is reached (its channel, possibly behind vias itself).
+  Gateway(runtime::Uid uid, runtime::Location location,
+          runtime::MailboxSender* forwarder = nullptr);
+
+  const runtime::Uid& uid() const { return uid_; }
+  const runtime::Location& location() const { return location_; }
+
+  void attach(const runtime::ProcId& proc, runtime::MailboxSender* sender);
+  bool detach(const runtime::ProcId& proc);
+  void add_peer(const runtime::Uid& gateway, runtime::MailboxSender* sender);
+  bool remove_peer(const runtime::Uid& gateway);
+  void set_forwarder(runtime::MailboxSender* forwarder);
+
+  // Where an attached proc is reached from outside: Via(this gateway, its location).
+  runtime::ProcAddr advertise(const runtime::ProcId& proc) const;
+
+  void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
+
+ private:
+  void no_route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, std::string why);
+
+  const runtime::Uid uid_;
+  const runtime::Location location_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<runtime::ProcId, runtime::MailboxSender*> procs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<runtime::Uid, runtime::MailboxSender*> peers_ ABSL_GUARDED_BY(mu_);
+  runtime::MailboxSender* forwarder_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace postal::routing

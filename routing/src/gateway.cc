@@ -1,0 +1,95 @@
+#include "postal/routing/gateway.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace postal::routing {
+
+using runtime::DeliveryFailure;
+using runtime::EnvelopePtr;
+using runtime::MessageEnvelope;
+using runtime::TransportReason;
+
+Gateway::Gateway(runtime::Uid uid, runtime::Location location, runtime::MailboxSender* forwarder)
+    : uid_(std::move(uid)), location_(std::move(location)), forwarder_(forwarder) {}
+
+void Gateway::attach(const runtime::ProcId& proc, runtime::MailboxSender* sender) {
+  absl::MutexLock lock(&mu_);
+  procs_[proc] = sender;
+}
+
+bool Gateway::detach(const runtime::ProcId& proc) {
+  absl::MutexLock lock(&mu_);
+  return procs_.erase(proc) > 0;
+}
+
+void Gateway::add_peer(const runtime::Uid& gateway, runtime::MailboxSender* sender) {
+  absl::MutexLock lock(&mu_);
+  peers_[gateway] = sender;
+}
+
+bool Gateway::remove_peer(const runtime::Uid& gateway) {
+  absl::MutexLock lock(&mu_);
+  return peers_.erase(gateway) > 0;
+}
+
+void Gateway::set_forwarder(runtime::MailboxSender* forwarder) {
+  absl::MutexLock lock(&mu_);
+  forwarder_ = forwarder;
+}
+
+runtime::ProcAddr Gateway::advertise(const runtime::ProcId& proc) const {
+  return runtime::ProcAddr{proc, runtime::Location::via(uid_, location_)};
+}
+
+void Gateway::no_route(EnvelopePtr env, runtime::ReturnHandle& ret, std::string why) {
+  std::string target = env->next_hop().to_string();
+  MessageEnvelope::undeliverable(
+      std::move(env),
+      DeliveryFailure::transport_failure(std::move(target), TransportReason::kNoRoute,
+                                         absl::StrCat("gateway ", uid_.to_string(), ": ", why)),
+      ret);
+}
+
+void Gateway::post_unchecked(EnvelopePtr env, runtime::ReturnHandle& ret) {
+  bool peeled = false;
+  runtime::MailboxSender* next = nullptr;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (;;) {
+      const runtime::PortAddr& hop = env->next_hop();
+      if (hop.location.is_via()) {
+        const runtime::Uid& via = hop.location.via_uid();
+        const bool self = via == uid_;
+        auto peer = self ? peers_.end() : peers_.find(via);
+        if (!self && peer == peers_.end()) {  // R-GW-1: a via naming neither → forwarder
+          next = forwarder_;
+          break;
+        }
+        runtime::PortAddr inner{hop.id, hop.location.inner()};
+        env->set_next_hop(std::move(inner));
+        peeled = true;
+        if (self) continue;  // peel our own hop and route again
+        next = peer->second;
+        break;
+      }
+      if (auto it = procs_.find(hop.id.actor.proc); it != procs_.end()) {
+        next = it->second;  // no via left and the proc is attached here: deliver
+        break;
+      }
+      if (peeled) {
+        next = nullptr;  // we peeled our own hop, so the proc should have been here
+        break;
+      }
+      next = forwarder_;
+      break;
+    }
+  }
+  if (next == nullptr) {
+    no_route(std::move(env), ret,
+             peeled ? "the proc is not attached here" : "no forwarder for foreign locations");
+    return;
+  }
+  next->post(std::move(env), ret);
+}
+
+}  // namespace postal::routing

@@ -1,0 +1,167 @@
+// Gateway: Via peeling, peers, attached procs, forwarder (R-GW-1, R-GW-2).
+#include "postal/routing/gateway.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "postal/runtime/proc.h"
+
+namespace postal::routing {
+namespace {
+
+using runtime::EnvelopePtr;
+using runtime::Label;
+using runtime::Location;
+using runtime::Uid;
+
+struct GwMsg {
+  int n = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(n);
+  }
+};
+
+}  // namespace
+}  // namespace postal::routing
+
+POSTAL_MESSAGE(postal::routing::GwMsg, "test.routing.GwMsg");
+
+namespace postal::routing {
+namespace {
+
+class Sink final : public runtime::MailboxSender {
+ public:
+  void post_unchecked(EnvelopePtr env, runtime::ReturnHandle&) override {
+    got.push_back(std::move(env));
+  }
+  std::vector<EnvelopePtr> got;
+};
+
+class Returns final : public runtime::ReturnHandle {
+ public:
+  void return_envelope(EnvelopePtr env) override { returned.push_back(std::move(env)); }
+  void drop(EnvelopePtr env, runtime::DropCause) override { dropped.push_back(std::move(env)); }
+  std::vector<EnvelopePtr> returned;
+  std::vector<EnvelopePtr> dropped;
+};
+
+Uid label(const char* s) { return Uid::singleton(*Label::parse(s)); }
+
+Location loc(const char* text) { return *Location::parse(text); }
+
+// An envelope for actor `a` on proc `p`, reached at `location`.
+EnvelopePtr to(const char* location) {
+  runtime::PortAddr dest = *runtime::PortAddr::parse(std::string("a.p:e0@") + location);
+  return runtime::MessageEnvelope::make(runtime::ActorAddr{}, dest, wire::Any::make(GwMsg{}));
+}
+
+const runtime::ProcId kP{label("p")};
+
+TEST(Gateway, R_GW_1_PeelsItsOwnViaAndDeliversToTheAttachedProc) {
+  Sink proc;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
+  g1.attach(kP, &proc);
+  g1.post(to("g1.tcp://127.0.0.1:4000"), ret);
+  ASSERT_EQ(proc.got.size(), 1u);
+  EXPECT_FALSE(proc.got[0]->next_hop().location.is_via());
+  EXPECT_EQ(proc.got[0]->dest().location, loc("g1.tcp://127.0.0.1:4000"));  // dest unchanged
+}
+
+TEST(Gateway, R_GW_1_ViaNamingAPeerIsPeeledAndPostedToThatPeer) {
+  Sink peer;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
+  g1.add_peer(label("g2"), &peer);
+  g1.post(to("g2.g3.ipc:///tmp/x.sock"), ret);
+  ASSERT_EQ(peer.got.size(), 1u);
+  EXPECT_EQ(peer.got[0]->next_hop().location, loc("g3.ipc:///tmp/x.sock"));
+}
+
+TEST(Gateway, R_GW_1_RouteThroughTwoGatewaysByViaHops) {
+  Sink proc;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
+  Gateway g2(label("g2"), loc("tcp://127.0.0.1:5000"));
+  g1.add_peer(label("g2"), &g2);
+  g2.attach(kP, &proc);
+  g1.post(to("g1.g2.tcp://127.0.0.1:5000"), ret);
+  ASSERT_EQ(proc.got.size(), 1u);
+  EXPECT_TRUE(ret.returned.empty());
+}
+
+TEST(Gateway, R_GW_1_ViaNamingNeitherSelfNorPeerGoesToTheForwarder) {
+  Sink forwarder, proc;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"), &forwarder);
+  g1.attach(kP, &proc);
+  g1.post(to("g9.tcp://10.0.0.1:4000"), ret);
+  ASSERT_EQ(forwarder.got.size(), 1u);
+  EXPECT_EQ(forwarder.got[0]->next_hop().location, loc("g9.tcp://10.0.0.1:4000"));  // unpeeled
+}
+
+TEST(Gateway, R_GW_2_ForeignViaIsNeverDeliveredLocallyEvenWhenTheProcIsAttached) {
+  Sink proc;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));  // no forwarder
+  g1.attach(kP, &proc);
+  g1.post(to("g9.tcp://127.0.0.1:4000"), ret);
+  EXPECT_TRUE(proc.got.empty());
+  ASSERT_EQ(ret.returned.size(), 1u);
+  EXPECT_EQ(ret.returned[0]->root_failure()->transport, runtime::TransportReason::kNoRoute);
+}
+
+TEST(Gateway, R_GW_1_PeeledHopWithoutTheProcAttachedIsNoRoute) {
+  Sink forwarder;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"), &forwarder);
+  g1.post(to("g1.tcp://127.0.0.1:4000"), ret);
+  EXPECT_TRUE(forwarder.got.empty());  // a peeled hop is never forwarded on
+  ASSERT_EQ(ret.returned.size(), 1u);
+  EXPECT_EQ(ret.returned[0]->root_failure()->transport, runtime::TransportReason::kNoRoute);
+}
+
+TEST(Gateway, R_GW_1_NoViaUnknownProcGoesToTheForwarderOrNoRoute) {
+  Sink forwarder;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
+  g1.post(to("tcp://127.0.0.1:7000"), ret);
+  ASSERT_EQ(ret.returned.size(), 1u);
+  g1.set_forwarder(&forwarder);
+  g1.post(to("tcp://127.0.0.1:7000"), ret);
+  EXPECT_EQ(forwarder.got.size(), 1u);
+}
+
+TEST(Gateway, R_GW_1_NoViaAttachedProcIsDelivered) {
+  Sink proc, forwarder;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"), &forwarder);
+  g1.attach(kP, &proc);
+  g1.post(to("tcp://127.0.0.1:7000"), ret);
+  EXPECT_EQ(proc.got.size(), 1u);
+  EXPECT_TRUE(forwarder.got.empty());
+}
+
+TEST(Gateway, AdvertisesAttachedProcsBehindItself) {
+  Gateway g1(label("g1"), loc("ipc:///tmp/g1.sock"));
+  EXPECT_EQ(g1.advertise(kP).to_string(), "p@g1.ipc:///tmp/g1.sock");
+}
+
+TEST(Gateway, R_ENV_3_ExpiresWhenTheTtlRunsOutBetweenGateways) {
+  Sink proc;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
+  Gateway g2(label("g2"), loc("tcp://127.0.0.1:5000"));
+  g1.add_peer(label("g2"), &g2);
+  g2.attach(kP, &proc);
+  auto env = to("g1.g2.tcp://127.0.0.1:5000");
+  env->set_ttl(1);  // enough for g1's post, not for g2's
+  g1.post(std::move(env), ret);
+  EXPECT_TRUE(proc.got.empty());
+  ASSERT_EQ(ret.returned.size(), 1u);
+  EXPECT_EQ(ret.returned[0]->root_failure()->kind, runtime::FailureKind::kExpired);
+}
+
+}  // namespace
+}  // namespace postal::routing
