@@ -83,8 +83,14 @@ class ActorCell final : public Context,
 
   // --- PortSink: any thread ---
   void deliver(EnvelopePtr env) override {
+    queued_.fetch_add(1, std::memory_order_relaxed);
     queue_.push(env.release());
     wake();
+  }
+
+  runtime::SinkInfo info() const override {
+    return runtime::SinkInfo{std::string(to_string(state_.load(std::memory_order_relaxed))),
+                             queued_.load(std::memory_order_relaxed)};
   }
 
   // --- Schedulable: one runner at a time ---
@@ -102,6 +108,7 @@ class ActorCell final : public Context,
     for (size_t n = 0; n < budget; ++n) {
       MessageEnvelope* raw = queue_.pop();
       if (raw == nullptr) break;
+      queued_.fetch_sub(1, std::memory_order_relaxed);
       process(EnvelopePtr(raw));
       if (is_terminal(state_.load(std::memory_order_acquire))) return;
     }
@@ -211,6 +218,7 @@ class ActorCell final : public Context,
                                      ? InvalidReason::kActorFailed
                                      : InvalidReason::kActorStopped;
     while (MessageEnvelope* raw = queue_.pop()) {
+      queued_.fetch_sub(1, std::memory_order_relaxed);
       EnvelopePtr env(raw);
       std::string target = env->dest().to_string();
       MessageEnvelope::undeliverable(
@@ -225,6 +233,7 @@ class ActorCell final : public Context,
   runtime::Mailbox* mailbox_ = nullptr;  // owns this cell
   runtime::MpscQueue queue_;
   std::atomic<bool> scheduled_{false};
+  std::atomic<uint64_t> queued_{0};
   std::atomic<ActorState> state_{ActorState::kCreated};
   const MessageEnvelope* current_ = nullptr;
   std::vector<ActorCell*> children_;  // cells live as long as their mailboxes (tombstones)

@@ -68,6 +68,16 @@ size_t Proc::mailbox_count() const {
   return muxer_.size();
 }
 
+void Proc::for_each_mailbox(const std::function<void(const Mailbox&)>& fn) const {
+  std::vector<std::shared_ptr<Mailbox>> snapshot;
+  {
+    absl::ReaderMutexLock lock(&muxer_mu_);
+    snapshot.reserve(muxer_.size());
+    for (const auto& [uid, mailbox] : muxer_) snapshot.push_back(mailbox);
+  }
+  for (const auto& mailbox : snapshot) fn(*mailbox);
+}
+
 void Proc::send(EnvelopePtr env, Mailbox* local) {
   stats_.add(Counter::kPosted);
   trace(TraceEventKind::kPosted, *env);

@@ -67,6 +67,8 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   void set_state(MailboxState s);
   // Detaches the handler sink: handler ports then fail as ActorStopped.
   void detach_handler_sink();
+  // What the handler sink (the actor) reports about itself.
+  SinkInfo sink_info() const { return sink_owner_ ? sink_owner_->info() : SinkInfo{}; }
 
   void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
 

@@ -5,16 +5,25 @@
 // with a delivery failure instead of a value (used for requests whose envelope came back).
 #pragma once
 
+#include <string>
+
 #include "postal/runtime/delivery_failure.h"
 #include "postal/runtime/message_envelope.h"
 
 namespace postal::runtime {
+
+// What a sink says about itself for status reports.
+struct SinkInfo {
+  std::string state;    // e.g. an actor's lifecycle state; empty when not an actor
+  uint64_t queued = 0;  // envelopes delivered and not yet handled
+};
 
 class PortSink {
  public:
   virtual ~PortSink() = default;
   virtual void deliver(EnvelopePtr env) = 0;
   virtual void fail(const DeliveryFailure&) {}
+  virtual SinkInfo info() const { return {}; }
 };
 
 // Turns an Any into the port's type (R-MBX-4); `&decode_as<T>` is what ports are bound with.

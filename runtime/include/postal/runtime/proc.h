@@ -84,6 +84,8 @@ class Proc final : public MailboxSender, public ReturnHandle {
   absl::Status attach(std::shared_ptr<Mailbox> mailbox);
   std::shared_ptr<Mailbox> lookup(const ActorId& id) const;
   size_t mailbox_count() const;
+  // Calls `fn` for every mailbox, live or tombstone (a snapshot: `fn` may send).
+  void for_each_mailbox(const std::function<void(const Mailbox&)>& fn) const;
 
   // Posts with the proc as return handle; `local` is a resolved destination mailbox (fast path).
   void send(EnvelopePtr env, Mailbox* local = nullptr);

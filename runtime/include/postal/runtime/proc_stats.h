@@ -44,6 +44,12 @@ struct ProcStatsSnapshot {
 
   uint64_t undeliverable(FailureKind kind) const;
   std::string to_string() const;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(posted, delivered, returned, dropped, invalid_reference, transport, port_gone, expired,
+       drop_return_disabled, drop_return_failed, drop_no_return_path);
+  }
 };
 
 class ProcStats {
