@@ -27,6 +27,8 @@ Client::Client(Proc& proc, std::shared_ptr<Mailbox> mailbox, std::shared_ptr<Rec
 Client::~Client() {
   mailbox_->set_state(MailboxState::kStopped);  // stays as a tombstone (R-ACT-4)
   mailbox_->detach_handler_sink();
+  while (returns_->try_pop()) {
+  }  // the tombstone keeps the queue; not what nobody will read
 }
 
 absl::StatusOr<EnvelopePtr> Client::next_undeliverable(absl::Duration timeout) {

@@ -108,7 +108,10 @@ std::string DeliveryFailure::to_string() const {
     if (c == '\n' || c == '\r') c = ' ';
   }
   if (line.size() > kMaxLine) {
-    line.resize(kMaxLine - 3);
+    size_t cut = kMaxLine - 3;
+    // Back up over UTF-8 continuation bytes so that no character is split.
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+    line.resize(cut);
     line += "...";
   }
   return line;

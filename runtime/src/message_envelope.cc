@@ -10,10 +10,16 @@ namespace {
 
 // A per-thread free list of envelope blocks. Blocks freed on another thread join that thread's
 // list; each list is capped so memory returns to malloc past the cap.
+// Trivially destructible, so it stays readable after the pool itself is gone: an envelope freed
+// during thread or process exit (after thread_locals are destroyed) goes straight to malloc.
+thread_local bool pool_alive = false;
+
 class EnvelopePool {
  public:
   static constexpr size_t kCap = 4096;
+  EnvelopePool() { pool_alive = true; }
   ~EnvelopePool() {
+    pool_alive = false;
     for (void* p : free_) ::operator delete(p);
   }
   void* get(size_t size) {
@@ -44,7 +50,14 @@ EnvelopePool& pool() {
 }  // namespace
 
 void* MessageEnvelope::operator new(size_t size) { return pool().get(size); }
-void MessageEnvelope::operator delete(void* p, size_t size) noexcept { pool().put(p, size); }
+
+void MessageEnvelope::operator delete(void* p, size_t size) noexcept {
+  if (pool_alive) {
+    pool().put(p, size);
+  } else {
+    ::operator delete(p);
+  }
+}
 
 void MessageEnvelope::undeliverable(EnvelopePtr env, DeliveryFailure failure, ReturnHandle& ret) {
   env->add_failure(std::move(failure));  // R-FAIL-3: record before trying to return

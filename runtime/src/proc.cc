@@ -29,7 +29,7 @@ Proc::Proc(ProcOptions options)
     : id_(options.id ? *options.id : default_proc_id()),
       addr_{id_, options.location ? *options.location : default_location(id_)},
       system_addr_(actor_addr(Uid::singleton(*Label::parse("postal-system")))),
-      default_ttl_(options.default_ttl),
+      default_ttl_(options.default_ttl == 0 ? kDefaultTtl : options.default_ttl),
       scheduler_(options.scheduler),
       forwarder_(&no_route_) {
   scheduler_.start();
@@ -141,16 +141,21 @@ void Proc::log_drop(const MessageEnvelope& env, DropCause cause) {
 }
 
 void Proc::set_trace(TraceHook hook) {
+  const bool on = static_cast<bool>(hook.fn);
   absl::MutexLock lock(&trace_mu_);
-  trace_ = std::move(hook);
-  tracing_.store(static_cast<bool>(trace_.fn), std::memory_order_release);
+  trace_ = on ? std::make_shared<const TraceHook>(std::move(hook)) : nullptr;
+  tracing_.store(on, std::memory_order_release);
 }
 
 void Proc::trace_slow(TraceEventKind kind, const MessageEnvelope& env) {
-  absl::MutexLock lock(&trace_mu_);
-  if (!trace_.fn) return;
-  if (trace_.type_hash && env.data().type_hash() != *trace_.type_hash) return;
-  trace_.fn(TraceEvent{kind, env});
+  std::shared_ptr<const TraceHook> hook;
+  {
+    absl::MutexLock lock(&trace_mu_);
+    hook = trace_;
+  }
+  if (!hook) return;
+  if (hook->type_hash && env.data().type_hash() != *hook->type_hash) return;
+  hook->fn(TraceEvent{kind, env});
 }
 
 }  // namespace postal::runtime

@@ -63,7 +63,9 @@ std::string ProcStatsSnapshot::to_string() const {
   return absl::StrCat("posted=", posted, " delivered=", delivered, " returned=", returned,
                       " dropped=", dropped, " failures{invalid_reference=", invalid_reference,
                       " transport=", transport, " port_gone=", port_gone, " expired=", expired,
-                      "}");
+                      "} drops{return_disabled=", drop_return_disabled,
+                      " return_failed=", drop_return_failed,
+                      " no_return_path=", drop_no_return_path, "}");
 }
 
 }  // namespace postal::runtime

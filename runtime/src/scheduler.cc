@@ -8,6 +8,7 @@
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #endif
+#include "postal/runtime/port_sink.h"
 #include "postal/runtime/run_queue.h"
 
 namespace postal::runtime {
@@ -247,8 +248,31 @@ void Scheduler::start() {
 
 void Scheduler::stop() {
   if (stopping_.exchange(true)) return;
+  cancel_waiters();
   for (auto& w : workers_) w->wake();
   for (auto& w : workers_) w->join();
+  if (options_.manual) {
+    // Let the cancelled waiters on this thread run to the end of their handlers.
+    for (int i = 0; i < 1000; ++i) {
+      {
+        absl::MutexLock lock(&waiters_mu_);
+        if (waiters_.empty()) break;
+      }
+      cancel_waiters();
+      boost::this_fiber::yield();
+    }
+  }
+}
+
+void Scheduler::cancel_waiters() {
+  std::vector<PortSink*> waiting;
+  {
+    absl::MutexLock lock(&waiters_mu_);
+    waiting = waiters_;
+  }
+  const DeliveryFailure stopping = DeliveryFailure::transport_failure(
+      "this proc", TransportReason::kLinkUnavailable, "the proc is stopping");
+  for (PortSink* w : waiting) w->fail(stopping);
 }
 
 void Scheduler::schedule(Schedulable* s) {
@@ -329,7 +353,12 @@ size_t Scheduler::run_until_idle(size_t max_steps) {
   return n;
 }
 
-Scheduler::BlockingScope::BlockingScope(Scheduler& s) : sched_(s), worker_(nullptr) {
+Scheduler::BlockingScope::BlockingScope(Scheduler& s, PortSink* waiting_on)
+    : sched_(s), worker_(nullptr), waiting_on_(waiting_on) {
+  if (waiting_on_ != nullptr) {
+    absl::MutexLock lock(&sched_.waiters_mu_);
+    sched_.waiters_.push_back(waiting_on_);
+  }
   if (sched_.options_.manual) {
     if (sched_.stepping_fiber_ == boost::this_fiber::get_id()) sched_.stepping_blocked_ = true;
     return;
@@ -342,6 +371,10 @@ Scheduler::BlockingScope::BlockingScope(Scheduler& s) : sched_(s), worker_(nullp
 
 Scheduler::BlockingScope::~BlockingScope() {
   if (worker_ != nullptr) worker_->block_end();
+  if (waiting_on_ != nullptr) {
+    absl::MutexLock lock(&sched_.waiters_mu_);
+    std::erase(sched_.waiters_, waiting_on_);
+  }
 }
 
 }  // namespace postal::runtime

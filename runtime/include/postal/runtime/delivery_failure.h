@@ -45,7 +45,8 @@ std::string_view to_string(InvalidReason reason);
 std::string_view to_string(TransportReason reason);
 
 struct DeliveryFailure {
-  // Longest rendering of `to_string()`; longer details are cut with "…".
+  // Longest rendering of `to_string()`; longer lines are cut at a character boundary and end
+  // with "...".
   static constexpr size_t kMaxLine = 240;
 
   FailureKind kind = FailureKind::kInvalidReference;

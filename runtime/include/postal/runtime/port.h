@@ -115,10 +115,16 @@ class PortReceiver {
                uint64_t index)
       : queue_(std::move(queue)), mailbox_(std::move(mailbox)), index_(index) {}
   PortReceiver(PortReceiver&&) noexcept = default;
-  PortReceiver& operator=(PortReceiver&&) noexcept = default;
-  ~PortReceiver() {
-    if (mailbox_) mailbox_->close_port(index_);
+  PortReceiver& operator=(PortReceiver&& other) noexcept {
+    if (this != &other) {
+      close();
+      queue_ = std::move(other.queue_);
+      mailbox_ = std::move(other.mailbox_);
+      index_ = other.index_;
+    }
+    return *this;
   }
+  ~PortReceiver() { close(); }
 
   // The next message's envelope (payload already decoded as T).
   absl::StatusOr<EnvelopePtr> recv_envelope(absl::Duration timeout = absl::InfiniteDuration()) {
@@ -134,6 +140,11 @@ class PortReceiver {
   uint64_t index() const { return index_; }
 
  private:
+  void close() {
+    if (mailbox_) mailbox_->close_port(index_);
+    mailbox_.reset();
+  }
+
   std::shared_ptr<ReceiverQueue> queue_;
   std::shared_ptr<Mailbox> mailbox_;
   uint64_t index_;

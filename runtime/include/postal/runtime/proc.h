@@ -34,7 +34,7 @@ struct ProcOptions {
   std::optional<ProcId> id;                // default: a random instance labelled "proc"
   std::optional<Location> location;        // default: inproc://<instance number>
   SchedulerOptions scheduler;
-  uint8_t default_ttl = kDefaultTtl;       // R-ENV-2
+  uint8_t default_ttl = kDefaultTtl;       // R-ENV-2; 0 means the default (nothing could be sent)
 
   // `workers` threads (0: one per core).
   static ProcOptions threads(int workers) {
@@ -99,7 +99,8 @@ class Proc final : public MailboxSender, public ReturnHandle {
   ProcStats& counters() { return stats_; }
   ProcStatsSnapshot stats() const { return stats_.snapshot(); }
 
-  // Delivery trace (one hook; set an empty TraceHook to remove it).
+  // Delivery trace (one hook; set an empty TraceHook to remove it). The hook runs on the thread
+  // that moved the envelope, outside any proc lock, so it may send; it must be thread-safe.
   void set_trace(TraceHook hook);
   void trace(TraceEventKind kind, const MessageEnvelope& env) {
     if (tracing_.load(std::memory_order_relaxed)) trace_slow(kind, env);
@@ -126,7 +127,7 @@ class Proc final : public MailboxSender, public ReturnHandle {
   ProcStats stats_;
   std::atomic<bool> tracing_{false};
   absl::Mutex trace_mu_;
-  TraceHook trace_ ABSL_GUARDED_BY(trace_mu_);
+  std::shared_ptr<const TraceHook> trace_ ABSL_GUARDED_BY(trace_mu_);
   std::array<std::atomic<int64_t>, 3> last_drop_log_ns_{};
 };
 

@@ -41,11 +41,13 @@ class ReceiverQueue final : public PortSink {
     std::unique_lock<boost::fibers::mutex> lock(mu_);
     auto ready = [&] { return !items_.empty() || failure_.has_value(); };
     if (!ready()) {
-      Scheduler::BlockingScope blocking(sched_);
-      auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
-      if (timeout == absl::InfiniteDuration()) {
+      if (sched_.stopping()) return absl::CancelledError("the proc is stopping");
+      Scheduler::BlockingScope blocking(sched_, this);
+      const auto now = std::chrono::steady_clock::now();
+      const auto max_wait = std::chrono::steady_clock::time_point::max() - now;
+      if (timeout == absl::InfiniteDuration() || absl::ToChronoNanoseconds(timeout) >= max_wait) {
         cv_.wait(lock, ready);
-      } else if (!cv_.wait_until(lock, deadline, ready)) {
+      } else if (!cv_.wait_until(lock, now + absl::ToChronoNanoseconds(timeout), ready)) {
         return absl::DeadlineExceededError(
             absl::StrCat("no message within ", absl::FormatDuration(timeout)));
       }

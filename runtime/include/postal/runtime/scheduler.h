@@ -70,6 +70,7 @@ struct SchedulerStats {
 };
 
 class Worker;
+class PortSink;
 
 class Scheduler {
  public:
@@ -80,7 +81,8 @@ class Scheduler {
 
   // Starts the worker threads (no-op in manual mode). Idempotent.
   void start();
-  // Stops the workers after their current slices; runnables left queued are not run.
+  // Stops the workers after their current slices; runnables left queued are not run. Handlers
+  // waiting inside a BlockingScope are woken with a cancellation and finish first.
   void stop();
 
   // Makes `s` runnable. Callers guarantee one outstanding schedule per Schedulable.
@@ -100,10 +102,13 @@ class Scheduler {
   // True on a worker thread of this scheduler.
   bool on_worker_thread() const;
 
-  // Brackets a fiber wait inside a handler (see the header comment).
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+
+  // Brackets a fiber wait inside a handler (see the header comment). `waiting_on` is failed with
+  // a cancellation when the scheduler stops, so no waiter outlives it.
   class BlockingScope {
    public:
-    explicit BlockingScope(Scheduler& s);
+    explicit BlockingScope(Scheduler& s, PortSink* waiting_on = nullptr);
     ~BlockingScope();
     BlockingScope(const BlockingScope&) = delete;
     BlockingScope& operator=(const BlockingScope&) = delete;
@@ -111,11 +116,13 @@ class Scheduler {
    private:
     Scheduler& sched_;
     Worker* worker_;
+    PortSink* waiting_on_;
   };
 
  private:
   friend class Worker;
 
+  void cancel_waiters();
   void push_inject(Schedulable* s);
   Schedulable* pop_inject();
   void wake_one();
@@ -129,6 +136,9 @@ class Scheduler {
   absl::Mutex inject_mu_;
   std::deque<Schedulable*> inject_ ABSL_GUARDED_BY(inject_mu_);
   std::atomic<size_t> inject_size_{0};
+
+  absl::Mutex waiters_mu_;
+  std::vector<PortSink*> waiters_ ABSL_GUARDED_BY(waiters_mu_);
 
   // Manual mode.
   std::optional<boost::fibers::fiber::id> stepping_fiber_;
