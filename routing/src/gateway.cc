@@ -38,7 +38,11 @@ void Gateway::set_forwarder(runtime::MailboxSender* forwarder) {
 }
 
 runtime::ProcAddr Gateway::advertise(const runtime::ProcId& proc) const {
-  return runtime::ProcAddr{proc, runtime::Location::via(uid_, location_)};
+  // Vias are in path order from the channel: the gateways before this one, then this one.
+  runtime::Location loc = runtime::Location::via(uid_, runtime::Location::addr(location_.channel()));
+  const auto& before = location_.vias();
+  for (auto it = before.rbegin(); it != before.rend(); ++it) loc = runtime::Location::via(*it, loc);
+  return runtime::ProcAddr{proc, std::move(loc)};
 }
 
 void Gateway::no_route(EnvelopePtr env, runtime::ReturnHandle& ret, std::string why) {

@@ -4,34 +4,12 @@ namespace postal::routing {
 
 void Router::add(const RoutePrefix& prefix, runtime::MailboxSender* sender) {
   absl::MutexLock lock(&mu_);
-  std::visit(
-      [&](const auto& id) {
-        using T = std::decay_t<decltype(id)>;
-        if constexpr (std::is_same_v<T, runtime::PortId>) {
-          ports_[id] = sender;
-        } else if constexpr (std::is_same_v<T, runtime::ActorId>) {
-          actors_[id] = sender;
-        } else {
-          procs_[id] = sender;
-        }
-      },
-      prefix);
+  routes_.add(prefix, sender);
 }
 
 bool Router::remove(const RoutePrefix& prefix) {
   absl::MutexLock lock(&mu_);
-  return std::visit(
-      [&](const auto& id) -> bool {
-        using T = std::decay_t<decltype(id)>;
-        if constexpr (std::is_same_v<T, runtime::PortId>) {
-          return ports_.erase(id) > 0;
-        } else if constexpr (std::is_same_v<T, runtime::ActorId>) {
-          return actors_.erase(id) > 0;
-        } else {
-          return procs_.erase(id) > 0;
-        }
-      },
-      prefix);
+  return routes_.remove(prefix);
 }
 
 void Router::set_fallback(runtime::MailboxSender* fallback) {
@@ -41,19 +19,13 @@ void Router::set_fallback(runtime::MailboxSender* fallback) {
 
 size_t Router::size() const {
   absl::ReaderMutexLock lock(&mu_);
-  return ports_.size() + actors_.size() + procs_.size();
+  return routes_.size();
 }
 
 runtime::MailboxSender* Router::lookup(const runtime::PortId& hop) const {
   absl::ReaderMutexLock lock(&mu_);
-  if (!ports_.empty()) {
-    if (auto it = ports_.find(hop); it != ports_.end()) return it->second;
-  }
-  if (!actors_.empty()) {
-    if (auto it = actors_.find(hop.actor); it != actors_.end()) return it->second;
-  }
-  if (auto it = procs_.find(hop.actor.proc); it != procs_.end()) return it->second;
-  return fallback_;
+  runtime::MailboxSender* const* found = routes_.lookup(hop);
+  return found != nullptr ? *found : fallback_;
 }
 
 void Router::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) {

@@ -148,6 +148,22 @@ TEST(Gateway, AdvertisesAttachedProcsBehindItself) {
   EXPECT_EQ(g1.advertise(kP).to_string(), "p@g1.ipc:///tmp/g1.sock");
 }
 
+TEST(Gateway, R_GW_1_AdvertisedAddressBehindTwoGatewaysRoutesFromTheEntry) {
+  // g2 is reached through g1 (its location is g1's); procs behind g2 are advertised in path
+  // order, and an envelope entering at g1 with that location reaches the proc.
+  Sink proc;
+  Returns ret;
+  Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
+  Gateway g2(label("g2"), loc("g1.tcp://127.0.0.1:4000"));
+  g1.add_peer(label("g2"), &g2);
+  g2.attach(kP, &proc);
+  runtime::ProcAddr advertised = g2.advertise(kP);
+  EXPECT_EQ(advertised.to_string(), "p@g1.g2.tcp://127.0.0.1:4000");
+  g1.post(to(advertised.location.to_string().c_str()), ret);
+  EXPECT_EQ(proc.got.size(), 1u);
+  EXPECT_TRUE(ret.returned.empty());
+}
+
 TEST(Gateway, R_ENV_3_ExpiresWhenTheTtlRunsOutBetweenGateways) {
   Sink proc;
   Returns ret;

@@ -102,6 +102,21 @@ TEST(Any, TruncatedBytesAreDataLossNeverAnException) {
   }
 }
 
+TEST(Any, HostileLengthPrefixIsRefusedBeforeAnyAllocation) {
+  // A valid Big whose first string claims 2^40 bytes: 20-odd bytes on the wire.
+  std::string bytes(*Any::make(Big{{"x"}, "t", {}}).bytes());
+  // Layout: portable-binary header byte, then the vector size (8 bytes), then the first string's
+  // size (8 bytes, little-endian).
+  const size_t string_size_at = 1 + 8;
+  ASSERT_GT(bytes.size(), string_size_at + 8);
+  uint64_t huge = uint64_t{1} << 40;
+  for (int i = 0; i < 8; ++i) bytes[string_size_at + i] = static_cast<char>((huge >> (8 * i)) & 0xff);
+  Any a = Any::from_bytes(type_hash<Big>(), bytes);
+  absl::Status s = a.decode<Big>();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("exceeds"), absl::string_view::npos) << s;
+}
+
 TEST(Any, LargeValuesLiveOnTheHeapAndMove) {
   Any a = Any::make(Big{{std::string(100, 'z')}, "t", {}});
   Any b = std::move(a);

@@ -13,8 +13,12 @@
 // R-GW-2 follows: an envelope whose via names another gateway is never delivered locally, even
 // when its inner proc id is attached here.
 //
+// Vias are in path order: a location `g1.g2.tcp://h:p` is reached by dialing tcp://h:p (where
+// g1 listens); g1 peels itself and passes to its peer g2, which delivers. A gateway's own
+// `location` says how envelopes reach it (the gateways in front of it and the entry channel), and
+// it advertises an attached proc as that location with itself appended as the innermost via.
 // Procs attach with the sender that reaches them (the Proc itself in-process, or a channel
-// client) and are advertised as `proc@<gateway uid>.<gateway channel>`. Senders are borrowed.
+// client). Senders are borrowed.
 #pragma once
 
 #include "absl/container/flat_hash_map.h"

@@ -10,15 +10,12 @@
 #pragma once
 
 #include <cstddef>
-#include <variant>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "postal/routing/prefix_table.h"
 #include "postal/runtime/mailbox_sender.h"
 
 namespace postal::routing {
-
-using RoutePrefix = std::variant<runtime::ProcId, runtime::ActorId, runtime::PortId>;
 
 class Router final : public runtime::MailboxSender {
  public:
@@ -38,9 +35,7 @@ class Router final : public runtime::MailboxSender {
 
  private:
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<runtime::PortId, runtime::MailboxSender*> ports_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<runtime::ActorId, runtime::MailboxSender*> actors_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<runtime::ProcId, runtime::MailboxSender*> procs_ ABSL_GUARDED_BY(mu_);
+  PrefixTable<runtime::MailboxSender*> routes_ ABSL_GUARDED_BY(mu_);
   runtime::MailboxSender* fallback_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,0 +1,61 @@
+// Channels carry envelopes between procs (R-CHAN-1…4): what every channel shares.
+//
+//   ChannelOptions  the limits and timings of one client or server.
+//   IoThread        the thread that runs network I/O, apart from the actor workers.
+//
+// A channel is a ChannelClient (a MailboxSender that sends envelopes to one address) and a
+// ChannelServer (which receives them and posts them to a local sender, usually a gateway). The
+// transport is chosen by the address: `inproc://N` stays in the process, `ipc://…` is a Unix
+// socket, `tcp://host:port` a TCP connection. See channel_client.h, channel_server.h and
+// docs/wire.md.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <thread>
+
+#include "absl/time/time.h"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
+namespace postal::routing {
+
+struct ChannelOptions {
+  // Largest frame (the length prefix's value: kind + body) either side sends or accepts.
+  // R-CHAN-3: a larger envelope fails alone with OversizedFrame; a peer that announces a larger
+  // frame loses its connection.
+  size_t max_frame_bytes = 8 << 20;
+  // R-CHAN-2: when the oldest unacked envelope is older than this, the client closes and returns
+  // every pending envelope with AckTimedOut. The first dial's handshake is bounded by it too.
+  absl::Duration delivery_timeout = absl::Seconds(30);
+  // Reconnect backoff: starts here, doubles per failed attempt, capped at reconnect_max.
+  absl::Duration reconnect_initial = absl::Milliseconds(10);
+  absl::Duration reconnect_max = absl::Seconds(1);
+  // A write round gathers queued frames up to this many bytes (at least one frame).
+  size_t max_batch_bytes = 256 << 10;
+};
+
+// IoThread: one boost::asio::io_context and the one thread that runs it.
+//
+// Channel clients and servers do all their socket work on it, so the actor workers never block
+// on the network. Construction starts the thread; destruction stops the context and joins it.
+// Every client and server made with an IoThread must be destroyed before it.
+class IoThread {
+ public:
+  IoThread();
+  ~IoThread();
+  IoThread(const IoThread&) = delete;
+  IoThread& operator=(const IoThread&) = delete;
+
+  boost::asio::io_context& context() { return *context_; }
+  // Whether the caller is this I/O thread.
+  bool in_io_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  std::unique_ptr<boost::asio::io_context> context_;
+  std::thread thread_;
+};
+
+}  // namespace postal::routing

@@ -1,0 +1,94 @@
+// ChannelClient: the sending end of a channel — a MailboxSender to one channel address.
+//
+// `dial` picks the transport by the address:
+//   ipc:// and tcp://   a socket to a ChannelServer. Envelopes are serialized here, once
+//                       (R-ENV-4), framed as DATA with a sequence number (frame.h) and written
+//                       by the IoThread in batches.
+//   inproc://N          the ChannelServer registered as N in this process: envelopes are posted
+//                       straight to its `deliver_to`, never serialized (R-ENV-4).
+//
+// Guarantees (ipc and tcp)
+//   R-CHAN-4  One ordered stream: envelopes leave in the order `post_unchecked` was called, so
+//             one sender's messages arrive in send order.
+//   R-CHAN-1  Every envelope is kept until the server acks it; an ack means "enqueued at the
+//             receiving proc". Acks are cumulative.
+//   R-CHAN-2  On a lost connection the client reconnects with backoff (reconnect_initial doubling
+//             to reconnect_max) and, after the HELLO/WELCOME handshake, retransmits every frame
+//             the server did not ack; the server drops the duplicates. It reconnects only while
+//             something is pending. When the server lost the session (it restarted: a session
+//             REJECT) the client resumes on a new session: envelopes written to the old one and
+//             not acked return Transport(ChannelClosed) with the server's reason (they may or
+//             may not have been delivered: at most once), the never-written ones go out on the
+//             new session in order, and the channel stays open. A reconnect with nothing
+//             written unacked starts a new session right away (docs/wire.md, the handshake).
+//   R-CHAN-3  An envelope whose frame exceeds max_frame_bytes fails alone, at once, with
+//             Transport(OversizedFrame{len, max}); the channel carries on.
+//
+// Failure
+//   `dial` connects synchronously (blocking the caller for at most delivery_timeout). An address
+//   that refuses or cannot be reached fails with Unavailable naming the address and the OS
+//   error, e.g. "dial ipc:///tmp/x.sock: connection refused (ECONNREFUSED)"; an unregistered
+//   inproc number fails with Unavailable too. The caller turns it into Transport(DialFailed).
+//   The channel *closes* when the oldest unacked envelope is older than delivery_timeout
+//   (every pending envelope returns Transport(AckTimedOut)), when the server REJECTs it for
+//   another wire version (or REJECTs even a brand-new session: pending envelopes return
+//   Transport(ChannelClosed) and `rejected()` is true), when `close()` is called or the client
+//   destroyed (ChannelClosed). A restarted server's session REJECT does not close it (above).
+//   After that every post fails at once with ChannelClosed; a dial router evicts a closed client
+//   and dials again (R-ROUTE-3). `status()` says why it closed.
+//
+// Envelopes that fail asynchronously go to the `returns` handle given to `dial`; envelopes that
+// fail inside `post_unchecked` go to the handle passed with them. Failure targets are the
+// envelope's next hop; the detail names the channel address. `returns` must outlive the client,
+// and the client must be destroyed before its IoThread.
+//
+// Thread safety: `post_unchecked` may be called from any thread; it never blocks on the network.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "postal/routing/channel.h"
+#include "postal/runtime/location.h"
+#include "postal/runtime/mailbox_sender.h"
+
+namespace postal::routing {
+
+class ChannelClient : public runtime::MailboxSender {
+ public:
+  static absl::StatusOr<std::unique_ptr<ChannelClient>> dial(IoThread& io,
+                                                             runtime::ChannelAddr addr,
+                                                             runtime::ReturnHandle& returns,
+                                                             ChannelOptions options = {});
+
+  ChannelClient(const ChannelClient&) = delete;
+  ChannelClient& operator=(const ChannelClient&) = delete;
+  ~ChannelClient() override = default;
+
+  // The address this client was dialed to.
+  const runtime::ChannelAddr& addr() const { return addr_; }
+
+  // Whether the channel is closed (timed out, rejected, closed, or its inproc server is gone):
+  // every post now fails with ChannelClosed.
+  virtual bool closed() const = 0;
+  // Whether the server rejected the channel for good (another wire version); a restarted
+  // server's session REJECT resumes on a new session instead and leaves this false.
+  virtual bool rejected() const = 0;
+  // OK while open; otherwise why the channel closed (FailedPrecondition for a REJECT, with the
+  // server's reason; DeadlineExceeded for an ack timeout; Cancelled after close()).
+  virtual absl::Status status() const = 0;
+  // Envelopes posted and not yet acked (always 0 for inproc, which delivers synchronously).
+  virtual size_t unacked() const = 0;
+  // Closes the channel now; pending envelopes return ChannelClosed. Idempotent.
+  virtual void close() = 0;
+
+ protected:
+  explicit ChannelClient(runtime::ChannelAddr addr) : addr_(std::move(addr)) {}
+
+ private:
+  runtime::ChannelAddr addr_;
+};
+
+}  // namespace postal::routing

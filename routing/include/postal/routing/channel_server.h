@@ -1,0 +1,65 @@
+// ChannelServer: the receiving end of a channel — takes envelopes from ChannelClients and posts
+// them to a local sender (`deliver_to`, usually the proc's gateway).
+//
+// `serve` picks the transport by the address:
+//   tcp://host:port     listens on host:port; port 0 picks a free port (`local_addr()` has it).
+//   ipc:///path         a Unix socket file; a stale socket file (nobody listening) is removed
+//                       first, and the file is removed again when the server is destroyed.
+//   ipc://@name         a Linux abstract-namespace socket (no file).
+//   inproc://N          registers N in the process-wide inproc table (inproc://0 picks a free
+//                       number); clients in this process post straight to `deliver_to`.
+//
+// Protocol (ipc and tcp; docs/wire.md): per connection the client says HELLO{version, session,
+// first_unacked_seq}. A known session gets WELCOME{next_expected} and continues its numbering; an
+// unknown one is accepted when it starts at 0, else REJECTed ("this server restarted; redial");
+// another wire version is REJECTed with a message naming both. R-CHAN-1: DATA with seq == next
+// is decoded and posted (`deliver_to.post(env, ret)`, which applies the TTL rule), seq < next is
+// a retransmit and dropped, seq > next is a protocol error. After each batch of frames read the
+// server sends one cumulative ACK{next}: every seq below was enqueued here. Sessions are kept
+// for the server's life, so a client that reconnects continues where it was.
+//
+// Failure: `serve` returns Unavailable naming the address and the OS error when it cannot listen
+// (address in use, no permission, missing directory), FailedPrecondition when an ipc path exists
+// and is not a socket or another process listens there, AlreadyExists for a taken inproc number.
+// A connection that breaks the protocol (undecodable frame or envelope, a frame over
+// max_frame_bytes, a seq gap) is logged and closed; the server carries on and the client
+// retransmits on its next connection.
+//
+// Thread safety: all socket work runs on the IoThread; `deliver_to` is called from it (inproc:
+// from the posting thread). `deliver_to` and `ret` must outlive the server, and the server must
+// be destroyed before its IoThread. Destruction closes every connection and stops listening.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "postal/routing/channel.h"
+#include "postal/runtime/location.h"
+#include "postal/runtime/mailbox_sender.h"
+
+namespace postal::routing {
+
+class ChannelServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ChannelServer>> serve(IoThread& io,
+                                                              runtime::ChannelAddr addr,
+                                                              runtime::MailboxSender& deliver_to,
+                                                              runtime::ReturnHandle& ret,
+                                                              ChannelOptions options = {});
+
+  ChannelServer(const ChannelServer&) = delete;
+  ChannelServer& operator=(const ChannelServer&) = delete;
+  virtual ~ChannelServer() = default;
+
+  // The address clients dial: the bound port for tcp port 0, the number for inproc://0.
+  virtual const runtime::ChannelAddr& local_addr() const = 0;
+
+  // Test hook: closes every accepted connection now (as a network failure would), keeping the
+  // session memory, so clients reconnect and retransmit (R-CHAN-2). No-op for inproc.
+  virtual void drop_connections() = 0;
+
+ protected:
+  ChannelServer() = default;
+};
+
+}  // namespace postal::routing

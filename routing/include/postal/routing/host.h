@@ -1,0 +1,116 @@
+// Host: the agent that brings a topology up on this machine (`postal up`).
+//
+// From a TopologySpec it starts, in its own process, one gateway node per [[gateway]] (peered as
+// the file says) — or a plain host node when there is none — then launches every [[proc]] as an
+// OS process (the postal binary's `proc` mode, or the proc's own binary calling proc_main),
+// waits for each to report ready (within the ready timeout), attaches procs that name a gateway
+// behind it, and spawns the [[actor]]s by registered type name with their parameters.
+//
+// Children die with the host: they are killed on teardown and on destruction, and they ask the
+// kernel to signal them if the host dies (PR_SET_PDEATHSIG). A child that exits is a supervision
+// event at the host: `next_exit` reports it with its exit status.
+//
+// Any failure while coming up tears down what was started and returns an error naming the proc
+// and what went wrong.
+#pragma once
+
+#include <sys/types.h>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "postal/actors/system_actors.h"
+#include "postal/routing/node.h"
+#include "postal/routing/topology_spec.h"
+#include "postal/runtime/client.h"
+
+namespace postal::routing {
+
+struct HostOptions {
+  std::string postal_binary;  // the program for procs without `binary` (usually argv[0])
+  absl::Duration ready_timeout = absl::Seconds(10);
+  absl::Duration spawn_timeout = absl::Seconds(10);
+  ChannelOptions channel;  // for the gateways' channels and, as flags, the procs'
+  int proc_workers = 0;    // default workers for procs that do not say (0: one per core)
+  std::function<void(const std::string&)> log;  // progress lines; may be empty
+};
+
+struct LaunchedProc {
+  std::string name;
+  pid_t pid = -1;
+  runtime::ProcAddr addr;        // how it is reached (via its gateway when it has one)
+  runtime::ChannelAddr listen;   // where it serves
+  std::optional<std::string> gateway;
+};
+
+struct ProcExit {
+  std::string name;
+  pid_t pid = -1;
+  int wait_status = 0;          // as from waitpid
+  std::string to_string() const;  // "alpha (pid 123) exited with status 0" / "killed by SIGKILL"
+};
+
+class Host {
+ public:
+  static absl::StatusOr<std::unique_ptr<Host>> up(const TopologySpec& spec, HostOptions options);
+  ~Host();
+
+  const TopologySpec& spec() const { return spec_; }
+  runtime::Proc& proc() { return entry_->proc(); }
+  runtime::Client& client() { return *client_; }
+  const std::vector<LaunchedProc>& procs() const { return procs_; }
+  const LaunchedProc* find_proc(std::string_view name) const;
+  std::vector<const Node*> gateways() const;
+  // The address of [[actor]] `actor` on [[proc]] `proc`, when it was spawned.
+  std::optional<runtime::ActorAddr> actor_addr(std::string_view proc, std::string_view actor) const;
+
+  // Spawns a registered actor type on a launched proc (remote spawn).
+  absl::StatusOr<runtime::ActorAddr> spawn(std::string_view proc, std::string type,
+                                           std::string name, actors::SpawnParams params);
+
+  // The next child exit (a supervision event), or nullopt after `timeout`.
+  std::optional<ProcExit> next_exit(absl::Duration timeout);
+  // Relaunches a proc that exited, with the same name, address and arguments.
+  absl::Status restart(std::string_view name);
+  // Sends `signal` to a child (tests: kill -9 mid-stream).
+  absl::Status kill(std::string_view name, int signal);
+
+  // Every proc's status, in file order (a proc that does not answer in time gets an entry whose
+  // `proc` names it and says so).
+  std::vector<actors::ProcStatus> status(absl::Duration timeout);
+
+  // Stops every child (SIGTERM, then SIGKILL after a grace period) and the gateways.
+  void teardown();
+
+ private:
+  explicit Host(TopologySpec spec, HostOptions options);
+  absl::Status start_gateways();
+  absl::Status launch(LaunchedProc& proc, const ProcSpec& spec);
+  absl::Status spawn_actors();
+  void reap_loop();
+  void log(const std::string& line) const;
+
+  TopologySpec spec_;
+  HostOptions options_;
+  std::vector<std::unique_ptr<Node>> gateway_nodes_;
+  std::unique_ptr<Node> plain_entry_;
+  Node* entry_ = nullptr;  // the node whose proc the host's client lives on
+  std::unique_ptr<runtime::Client> client_;
+  std::vector<LaunchedProc> procs_;
+  std::vector<std::pair<std::string, runtime::ActorAddr>> actors_;  // "proc/actor" → address
+
+  mutable absl::Mutex mu_;
+  std::deque<ProcExit> exits_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<pid_t, int>> pidfds_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int wake_fd_ = -1;  // eventfd: wakes the reaper when the pid set changes
+  std::thread reaper_;
+};
+
+}  // namespace postal::routing

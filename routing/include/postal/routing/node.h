@@ -1,0 +1,88 @@
+// Node: a networked proc — a Proc, the channel server others reach it on, a DialRouter as its
+// forwarder, optionally a Gateway in front of it, and the system actors.
+//
+// Without a gateway, the channel server delivers straight into the proc, and the proc's
+// location is its bound listen address (a tcp port 0 is resolved first). With a gateway (a host
+// agent's node), the server delivers into the Gateway; the gateway delivers to the node's own
+// proc and to the procs attached to it (`attach`), forwards everything else to the dial router,
+// and the proc's location is the one the gateway advertises for it.
+//
+// Envelopes that come back asynchronously (a channel's ack timeout, a closed session) are
+// returned through the node's proc, so they reach their senders like any undeliverable.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "postal/routing/channel.h"
+#include "postal/routing/channel_server.h"
+#include "postal/routing/dial_router.h"
+#include "postal/routing/gateway.h"
+#include "postal/runtime/proc.h"
+
+namespace postal::routing {
+
+struct NodeOptions {
+  runtime::ProcId id;
+  runtime::ChannelAddr listen;
+  // How others reach this node's entry (its gateway, or the proc); default: the bound address.
+  std::optional<runtime::Location> location;
+  // Run a gateway with this uid in front of the proc.
+  std::optional<runtime::Uid> gateway;
+  runtime::SchedulerOptions scheduler;
+  ChannelOptions channel;
+  bool system_actors = true;
+};
+
+class Node {
+ public:
+  static absl::StatusOr<std::unique_ptr<Node>> start(NodeOptions options);
+  ~Node();
+
+  runtime::Proc& proc() { return *proc_; }
+  DialRouter& dial_router() { return *dial_; }
+  Gateway* gateway() { return gateway_.get(); }
+  const runtime::ChannelAddr& listen_addr() const { return server_->local_addr(); }
+  ChannelServer& server() { return *server_; }
+
+  // Gateway nodes: attach the proc `id`, listening at `addr`, behind this node's gateway, and
+  // return the address others reach it at.
+  absl::StatusOr<runtime::ProcAddr> attach(const runtime::ProcId& id,
+                                           const runtime::ChannelAddr& addr);
+  void detach(const runtime::ProcId& id);
+  // Gateway nodes: forward envelopes whose next via names `gateway` to it, at `addr`.
+  absl::Status add_peer(const runtime::Uid& gateway, const runtime::ChannelAddr& addr);
+
+ private:
+  // Stands in for the proc until it exists, and after it is gone (during teardown).
+  class Relay final : public runtime::MailboxSender, public runtime::ReturnHandle {
+   public:
+    void set(runtime::MailboxSender* to, runtime::ReturnHandle* ret) {
+      ret_.store(ret);
+      to_.store(to);
+    }
+    void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
+    void return_envelope(runtime::EnvelopePtr env) override;
+    void drop(runtime::EnvelopePtr env, runtime::DropCause cause) override;
+
+   private:
+    std::atomic<runtime::MailboxSender*> to_{nullptr};
+    std::atomic<runtime::ReturnHandle*> ret_{nullptr};
+  };
+
+  Node() = default;
+
+  IoThread io_;
+  ChannelOptions channel_;
+  Relay relay_;
+  std::vector<std::unique_ptr<ChannelClient>> peers_;
+  std::unique_ptr<DialRouter> dial_;
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<runtime::Proc> proc_;
+  std::unique_ptr<ChannelServer> server_;
+};
+
+}  // namespace postal::routing

@@ -1,0 +1,51 @@
+// PrefixTable<V>: values keyed by an id prefix — a proc, an actor or a port — looked up by true
+// longest-prefix match (port ⊒ actor ⊒ proc, R-ROUTE-2). Three hash probes at most, whatever the
+// table size. Not synchronized: its owner locks.
+#pragma once
+
+#include <cstddef>
+#include <variant>
+
+#include "absl/container/flat_hash_map.h"
+#include "postal/runtime/ids.h"
+
+namespace postal::routing {
+
+using RoutePrefix = std::variant<runtime::ProcId, runtime::ActorId, runtime::PortId>;
+
+template <class V>
+class PrefixTable {
+ public:
+  void add(const RoutePrefix& prefix, V value) {
+    std::visit([&](const auto& id) { map_for(id)[id] = std::move(value); }, prefix);
+  }
+
+  bool remove(const RoutePrefix& prefix) {
+    return std::visit([&](const auto& id) { return map_for(id).erase(id) > 0; }, prefix);
+  }
+
+  // The value of the longest prefix of `id`, or nullptr.
+  const V* lookup(const runtime::PortId& id) const {
+    if (!ports_.empty()) {
+      if (auto it = ports_.find(id); it != ports_.end()) return &it->second;
+    }
+    if (!actors_.empty()) {
+      if (auto it = actors_.find(id.actor); it != actors_.end()) return &it->second;
+    }
+    if (auto it = procs_.find(id.actor.proc); it != procs_.end()) return &it->second;
+    return nullptr;
+  }
+
+  size_t size() const { return ports_.size() + actors_.size() + procs_.size(); }
+
+ private:
+  auto& map_for(const runtime::PortId&) { return ports_; }
+  auto& map_for(const runtime::ActorId&) { return actors_; }
+  auto& map_for(const runtime::ProcId&) { return procs_; }
+
+  absl::flat_hash_map<runtime::PortId, V> ports_;
+  absl::flat_hash_map<runtime::ActorId, V> actors_;
+  absl::flat_hash_map<runtime::ProcId, V> procs_;
+};
+
+}  // namespace postal::routing

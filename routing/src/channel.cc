@@ -1,0 +1,70 @@
+// IoThread and the transport-picking factories of ChannelClient and ChannelServer.
+#include "postal/routing/channel.h"
+
+#include <future>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "postal/routing/channel_client.h"
+#include "postal/routing/channel_server.h"
+#include "socket_util.h"
+#include "transports.h"
+
+namespace postal::routing {
+
+using runtime::ChannelAddr;
+
+IoThread::IoThread() : context_(std::make_unique<boost::asio::io_context>(1)) {
+  thread_ = std::thread([ctx = context_.get()] {
+    auto guard = boost::asio::make_work_guard(*ctx);
+    for (;;) {
+      try {
+        ctx->run();
+        return;
+      } catch (const std::exception& e) {  // a handler threw: log it and keep the thread alive
+        internal::log_line(std::string("I/O thread: unexpected exception: ") + e.what());
+      }
+    }
+  });
+}
+
+IoThread::~IoThread() {
+  context_->stop();
+  thread_.join();
+}
+
+absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial(IoThread& io, ChannelAddr addr,
+                                                                   runtime::ReturnHandle& returns,
+                                                                   ChannelOptions options) {
+  if (addr.transport() == ChannelAddr::Transport::kInproc) return internal::dial_inproc(addr);
+  return internal::dial_stream(io, std::move(addr), returns, options);
+}
+
+absl::StatusOr<std::unique_ptr<ChannelServer>> ChannelServer::serve(
+    IoThread& io, ChannelAddr addr, runtime::MailboxSender& deliver_to, runtime::ReturnHandle& ret,
+    ChannelOptions options) {
+  if (addr.transport() == ChannelAddr::Transport::kInproc) {
+    return internal::serve_inproc(std::move(addr), deliver_to, ret);
+  }
+  return internal::serve_stream(io, std::move(addr), deliver_to, ret, options);
+}
+
+namespace internal {
+
+void run_in_io_thread(IoThread& io, const std::function<void()>& fn) {
+  if (io.in_io_thread()) {
+    fn();
+    return;
+  }
+  std::promise<void> done;
+  boost::asio::post(io.context(), [&] {
+    fn();
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+}  // namespace internal
+}  // namespace postal::routing

@@ -1,0 +1,102 @@
+#include "postal/routing/node.h"
+
+#include "postal/actors/system_actors.h"
+
+namespace postal::routing {
+
+void Node::Relay::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) {
+  runtime::MailboxSender* to = to_.load();
+  if (to == nullptr) {
+    std::string target = env->next_hop().to_string();
+    runtime::MessageEnvelope::undeliverable(
+        std::move(env),
+        runtime::DeliveryFailure::transport_failure(std::move(target),
+                                                    runtime::TransportReason::kLinkUnavailable,
+                                                    "the receiving proc is not running"),
+        ret);
+    return;
+  }
+  to->post(std::move(env), ret);
+}
+
+void Node::Relay::return_envelope(runtime::EnvelopePtr env) {
+  if (runtime::ReturnHandle* ret = ret_.load()) ret->return_envelope(std::move(env));
+}
+
+void Node::Relay::drop(runtime::EnvelopePtr env, runtime::DropCause cause) {
+  if (runtime::ReturnHandle* ret = ret_.load()) ret->drop(std::move(env), cause);
+}
+
+absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
+  std::unique_ptr<Node> node(new Node());
+  node->channel_ = options.channel;
+  node->dial_ = std::make_unique<DialRouter>(node->io_, node->relay_, options.channel);
+  absl::StatusOr<std::unique_ptr<ChannelServer>> server =
+      ChannelServer::serve(node->io_, options.listen, node->relay_, node->relay_, options.channel);
+  if (!server.ok()) return server.status();
+  node->server_ = *std::move(server);
+
+  runtime::Location entry = options.location
+                                ? *options.location
+                                : runtime::Location::addr(node->server_->local_addr());
+  runtime::ProcOptions proc_options;
+  proc_options.id = options.id;
+  proc_options.scheduler = options.scheduler;
+  if (options.gateway) {
+    node->gateway_ = std::make_unique<Gateway>(*options.gateway, entry, node->dial_.get());
+    proc_options.location = node->gateway_->advertise(options.id).location;
+  } else {
+    proc_options.location = entry;
+  }
+  node->proc_ = std::make_unique<runtime::Proc>(std::move(proc_options));
+  if (node->gateway_) {
+    node->gateway_->attach(options.id, node->proc_.get());
+    node->proc_->set_forwarder(node->gateway_.get());
+    node->relay_.set(node->gateway_.get(), node->proc_.get());
+  } else {
+    node->proc_->set_forwarder(node->dial_.get());
+    node->relay_.set(node->proc_.get(), node->proc_.get());
+  }
+  if (options.system_actors) {
+    if (absl::Status s = actors::install_system_actors(*node->proc_); !s.ok()) return s;
+  }
+  return node;
+}
+
+Node::~Node() {
+  server_.reset();  // nothing new comes in
+  relay_.set(nullptr, nullptr);
+  proc_.reset();
+}
+
+absl::StatusOr<runtime::ProcAddr> Node::attach(const runtime::ProcId& id,
+                                               const runtime::ChannelAddr& addr) {
+  if (!gateway_) {
+    return absl::FailedPreconditionError("only a node with a gateway can attach procs");
+  }
+  dial_->add(id, addr);
+  gateway_->attach(id, dial_.get());
+  return gateway_->advertise(id);
+}
+
+void Node::detach(const runtime::ProcId& id) {
+  if (!gateway_) return;
+  gateway_->detach(id);
+  dial_->remove(id);
+}
+
+}  // namespace postal::routing
+
+namespace postal::routing {
+
+absl::Status Node::add_peer(const runtime::Uid& gateway, const runtime::ChannelAddr& addr) {
+  if (!gateway_) return absl::FailedPreconditionError("only a gateway node has peers");
+  absl::StatusOr<std::unique_ptr<ChannelClient>> client =
+      ChannelClient::dial(io_, addr, relay_, channel_);
+  if (!client.ok()) return client.status();
+  gateway_->add_peer(gateway, client->get());
+  peers_.push_back(*std::move(client));
+  return absl::OkStatus();
+}
+
+}  // namespace postal::routing

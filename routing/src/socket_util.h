@@ -1,0 +1,50 @@
+// Socket helpers shared by the ipc/tcp channel client and server (routing internal).
+//
+// Both transports use asio's generic stream sockets, so one client and one server serve AF_UNIX
+// (paths and abstract names) and TCP (IPv4 and IPv6) alike.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/basic_socket_acceptor.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "postal/runtime/location.h"
+
+namespace postal::routing::internal {
+
+using Socket = boost::asio::generic::stream_protocol::socket;
+using Endpoint = boost::asio::generic::stream_protocol::endpoint;
+using Acceptor = boost::asio::basic_socket_acceptor<boost::asio::generic::stream_protocol>;
+
+// "connection refused (ECONNREFUSED)": the OS message, lowercased, and the errno name.
+std::string os_error(const boost::system::error_code& ec);
+std::string os_error(int err);
+
+// The endpoints of an ipc or tcp address (tcp hosts are resolved now, synchronously; `passive`
+// resolves for listening). InvalidArgument for inproc; Unavailable when a host does not resolve.
+absl::StatusOr<std::vector<Endpoint>> endpoints_of(const runtime::ChannelAddr& addr, bool passive);
+
+// Connects `socket` to the first endpoint that accepts, waiting at most `timeout` for each.
+// The error names the OS error of the last attempt (the caller adds the address).
+absl::Status connect_blocking(Socket& socket, const std::vector<Endpoint>& endpoints,
+                              absl::Duration timeout);
+
+// TCP_NODELAY on tcp sockets (frames are batched by the channel; Nagle only adds latency).
+void tune(Socket& socket, const runtime::ChannelAddr& addr);
+
+// The port of a bound tcp endpoint.
+uint16_t tcp_port(const Endpoint& endpoint);
+
+// One log line on stderr, prefixed "postal: ".
+void log_line(std::string_view line);
+
+}  // namespace postal::routing::internal

@@ -1,0 +1,30 @@
+// The channel implementations behind ChannelClient::dial and ChannelServer::serve (routing
+// internal): stream (ipc, tcp) in stream_client.cc / stream_server.cc, inproc in inproc.cc.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "postal/routing/channel.h"
+#include "postal/routing/channel_client.h"
+#include "postal/routing/channel_server.h"
+
+namespace postal::routing::internal {
+
+absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, runtime::ChannelAddr addr,
+                                                           runtime::ReturnHandle& returns,
+                                                           ChannelOptions options);
+absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io, runtime::ChannelAddr addr,
+                                                            runtime::MailboxSender& deliver_to,
+                                                            runtime::ReturnHandle& ret,
+                                                            ChannelOptions options);
+absl::StatusOr<std::unique_ptr<ChannelClient>> dial_inproc(runtime::ChannelAddr addr);
+absl::StatusOr<std::unique_ptr<ChannelServer>> serve_inproc(runtime::ChannelAddr addr,
+                                                            runtime::MailboxSender& deliver_to,
+                                                            runtime::ReturnHandle& ret);
+
+// Runs `fn` on the I/O thread and waits for it (inline when already there).
+void run_in_io_thread(IoThread& io, const std::function<void()>& fn);
+
+}  // namespace postal::routing::internal

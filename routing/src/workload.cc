@@ -1,0 +1,207 @@
+#include "postal/routing/workload.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/container/flat_hash_map.h"
+#include "postal/actors/context.h"
+
+namespace postal::routing {
+namespace {
+
+using actors::Context;
+
+class Echo : public actors::Actor, public actors::Handles<Payload> {
+ public:
+  static absl::StatusOr<std::unique_ptr<Echo>> create(const actors::SpawnParams&) {
+    return std::make_unique<Echo>();
+  }
+
+  absl::Status handle(Context& cx, Payload p) override {
+    if (p.mode == Payload::kPing) {
+      runtime::PortRef<Payload> back = std::move(p.reply_to);
+      back.send(cx, std::move(p));
+      return absl::OkStatus();
+    }
+    Stream& s = streams_[p.ack_to.addr().id];
+    s.latency.record(steady_now_ns() - p.sent_ns);
+    if (p.seq != s.next_seq) ++s.out_of_order;
+    s.next_seq = p.seq + 1;
+    ++s.received;
+    if (s.received % kAckEvery == 0 || s.received == p.total) {
+      p.ack_to.send(cx, StreamAck{s.received, s.out_of_order, std::move(s.latency)});
+      s.latency.clear();
+      s.out_of_order = 0;
+      if (s.received == p.total) streams_.erase(p.ack_to.addr().id);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Stream {
+    uint64_t received = 0;
+    uint64_t next_seq = 0;
+    uint64_t out_of_order = 0;
+    LatencyHistogram latency;
+  };
+  absl::flat_hash_map<runtime::PortId, Stream> streams_;
+};
+
+class Driver : public actors::Actor, public actors::Handles<DriveRequest, Payload, StreamAck> {
+ public:
+  static absl::StatusOr<std::unique_ptr<Driver>> create(const actors::SpawnParams&) {
+    return std::make_unique<Driver>();
+  }
+
+  absl::Status handle(Context& cx, DriveRequest r) override {
+    if (active_) {
+      DriveResult busy;
+      busy.error = "a drive is already running";
+      r.reply_to.send(cx, std::move(busy));
+      return absl::OkStatus();
+    }
+    if (r.targets.empty() || r.messages == 0 || (r.pattern != "ping-pong" && r.pattern != "stream")) {
+      DriveResult bad;
+      bad.error = "a drive needs a pattern (ping-pong|stream), targets and messages > 0";
+      r.reply_to.send(cx, std::move(bad));
+      return absl::OkStatus();
+    }
+    request_ = std::move(r);
+    request_.window = std::max<uint64_t>(request_.window, 2 * kAckEvery);  // acks must flow
+    active_ = true;
+    result_ = DriveResult{};
+    body_.assign(request_.size, 'p');
+    targets_.clear();
+    for (const auto& t : request_.targets) targets_.push_back(Target{runtime::PortRef<Payload>(t)});
+    self_payload_ = cx.self<Driver>().port<Payload>();
+    self_ack_ = cx.self<Driver>().port<StreamAck>();
+    result_.start_ns = steady_now_ns();
+    if (request_.pattern == "ping-pong") {
+      send_ping(cx, 0);
+    } else {
+      for (size_t i = 0; i < targets_.size(); ++i) top_up(cx, i);
+    }
+    return absl::OkStatus();
+  }
+
+  // Ping-pong: the echo came back.
+  absl::Status handle(Context& cx, Payload p) override {
+    if (!active_) return absl::OkStatus();
+    result_.latency.record(steady_now_ns() - p.sent_ns);
+    ++result_.messages;
+    result_.bytes += p.body.size();
+    if (result_.messages == request_.messages) return finish(cx);
+    body_ = std::move(p.body);
+    send_ping(cx, result_.messages);
+    return absl::OkStatus();
+  }
+
+  // Stream: a target acknowledged.
+  absl::Status handle(Context& cx, StreamAck a) override {
+    if (!active_) return absl::OkStatus();
+    const auto& sender = cx.envelope()->sender().id;
+    for (size_t i = 0; i < targets_.size(); ++i) {
+      if (!(targets_[i].port.addr().id.actor == sender)) continue;
+      result_.messages += a.received - targets_[i].acked;
+      targets_[i].acked = a.received;
+      result_.out_of_order += a.out_of_order;
+      result_.latency.merge(a.latency);
+      top_up(cx, i);
+      break;
+    }
+    result_.bytes = result_.messages * request_.size;
+    return maybe_done(cx);
+  }
+
+  // A returned payload is a failure and ends the drive: what the target received but never
+  // acknowledged (it died, say) can be neither counted nor waited for.
+  absl::Status handle_undeliverable(Context& cx, const runtime::MessageEnvelope& env) override {
+    ++result_.failures;
+    if (result_.error.empty()) {
+      result_.error = env.root_failure() ? env.root_failure()->to_string() : "undeliverable";
+    }
+    if (!active_) return absl::OkStatus();
+    return finish(cx);
+  }
+
+ private:
+  struct Target {
+    runtime::PortRef<Payload> port;
+    uint64_t sent = 0;
+    uint64_t acked = 0;
+  };
+
+  void send_ping(Context& cx, uint64_t seq) {
+    Payload p;
+    p.mode = Payload::kPing;
+    p.seq = seq;
+    p.sent_ns = steady_now_ns();
+    p.body = body_;
+    p.reply_to = self_payload_;
+    targets_[0].port.send(cx, std::move(p));
+  }
+
+  void top_up(Context& cx, size_t i) {
+    Target& t = targets_[i];
+    while (t.sent < request_.messages && t.sent - t.acked < request_.window) {
+      Payload p;
+      p.mode = Payload::kStream;
+      p.seq = t.sent++;
+      p.total = request_.messages;
+      p.body = body_;
+      p.ack_to = self_ack_;
+      p.sent_ns = steady_now_ns();
+      t.port.send(cx, std::move(p));
+    }
+  }
+
+  absl::Status maybe_done(Context& cx) {
+    if (result_.messages + result_.failures >= request_.messages * targets_.size()) {
+      return finish(cx);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status finish(Context& cx) {
+    active_ = false;
+    result_.end_ns = steady_now_ns();
+    request_.reply_to.send(cx, std::move(result_));
+    return absl::OkStatus();
+  }
+
+  bool active_ = false;
+  DriveRequest request_;
+  DriveResult result_;
+  std::string body_;
+  std::vector<Target> targets_;
+  runtime::PortRef<Payload> self_payload_;
+  runtime::PortRef<StreamAck> self_ack_;
+};
+
+}  // namespace
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void register_workload_actors() {
+  static const bool once = [] {
+    actors::ActorRegistry::global().add(kEchoType, actors::factory_for<Echo>());
+    actors::ActorRegistry::global().add(kDriverType, actors::factory_for<Driver>());
+    return true;
+  }();
+  (void)once;
+}
+
+runtime::PortAddr payload_port(const runtime::ActorAddr& actor) {
+  return actor.port(runtime::Port::handler(wire::type_hash<Payload>()));
+}
+
+runtime::PortRef<DriveRequest> drive_port(const runtime::ActorAddr& driver) {
+  return runtime::PortRef<DriveRequest>(
+      driver.port(runtime::Port::handler(wire::type_hash<DriveRequest>())));
+}
+
+}  // namespace postal::routing

@@ -1,0 +1,609 @@
+// Channels over real sockets: order, oversized frames, retransmit, ack timeout, rejects, dial
+// errors, inproc (channel_client.h, channel_server.h; R-CHAN-1…4, R-ENV-4).
+//
+// Two procs in one test process: alice (a Client on the sending proc) posts envelopes through a
+// ChannelClient to bob's port on the receiving proc, whose ChannelServer delivers into it.
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "postal/routing/channel_client.h"
+#include "postal/routing/channel_server.h"
+#include "postal/routing/frame.h"
+#include "postal/runtime/client.h"
+#include "postal/runtime/port.h"
+
+namespace {
+
+struct ChanMsg {
+  int64_t n = 0;
+  std::string pad;
+  template <class A>
+  void serialize(A& a) {
+    a(n, pad);
+  }
+};
+
+std::atomic<int> counted_serializations{0};
+struct CountedMsg {
+  int64_t n = 0;
+  template <class A>
+  void serialize(A& a) {
+    counted_serializations.fetch_add(1);
+    a(n);
+  }
+};
+
+}  // namespace
+
+POSTAL_MESSAGE(ChanMsg, "test.routing.channel.Msg");
+POSTAL_MESSAGE(CountedMsg, "test.routing.channel.Counted");
+
+namespace postal::routing {
+namespace {
+
+using runtime::ChannelAddr;
+using runtime::EnvelopePtr;
+using runtime::TransportReason;
+using LocalSocket = boost::asio::local::stream_protocol::socket;
+
+constexpr absl::Duration kDeadline = absl::Seconds(20);
+constexpr int kMany = 10'000;
+
+template <class T>
+T must(absl::StatusOr<T> v) {
+  EXPECT_TRUE(v.ok()) << v.status();
+  if (!v.ok()) std::abort();
+  return *std::move(v);
+}
+
+runtime::ProcOptions quiet_proc() {
+  runtime::ProcOptions o = runtime::ProcOptions::threads(1);
+  o.scheduler.spin = absl::ZeroDuration();
+  return o;
+}
+
+std::string unique_name() {
+  static std::atomic<int> counter{0};
+  return absl::StrCat("postal-chan-", ::getpid(), "-", counter.fetch_add(1));
+}
+ChannelAddr ipc_path() { return must(ChannelAddr::ipc("/tmp/" + unique_name() + ".sock")); }
+ChannelAddr ipc_abstract() { return must(ChannelAddr::ipc_abstract(unique_name())); }
+ChannelAddr tcp_any() { return must(ChannelAddr::tcp("127.0.0.1", 0)); }
+
+class ChannelTest : public testing::Test {
+ protected:
+  ChannelTest()
+      : sending_(quiet_proc()),
+        receiving_(quiet_proc()),
+        alice_(must(runtime::Client::attach(sending_, "alice"))),
+        bob_(must(runtime::Client::attach(receiving_, "bob"))),
+        port_(runtime::open_port<ChanMsg>(*bob_)) {}
+
+  std::unique_ptr<ChannelServer> serve(ChannelAddr addr, ChannelOptions options = {}) {
+    return must(ChannelServer::serve(io_, std::move(addr), receiving_, receiving_, options));
+  }
+  std::unique_ptr<ChannelClient> dial(const ChannelAddr& addr, ChannelOptions options = {}) {
+    return must(ChannelClient::dial(io_, addr, sending_, options));
+  }
+
+  EnvelopePtr envelope(int64_t n, size_t pad = 0) {
+    return runtime::MessageEnvelope::make(alice_->self_addr(), port_.handle.bind().addr(),
+                                          wire::Any::make(ChanMsg{n, std::string(pad, 'x')}));
+  }
+  void post(ChannelClient& client, int64_t n, size_t pad = 0) {
+    client.post(envelope(n, pad), sending_);
+  }
+
+  // Receives exactly `from`..`to`-1, in order.
+  void expect_in_order(int64_t from, int64_t to) {
+    for (int64_t n = from; n < to; ++n) {
+      absl::StatusOr<ChanMsg> msg = port_.receiver.recv(kDeadline);
+      ASSERT_TRUE(msg.ok()) << "waiting for " << n << ": " << msg.status();
+      ASSERT_EQ(msg->n, n);
+    }
+  }
+  void expect_nothing_more() {
+    absl::StatusOr<ChanMsg> extra = port_.receiver.recv(absl::Milliseconds(100));
+    EXPECT_FALSE(extra.ok()) << "unexpected message " << extra->n;
+  }
+  // The next envelope of alice's that came back, and its root failure.
+  runtime::DeliveryFailure next_returned() {
+    absl::StatusOr<EnvelopePtr> env = alice_->next_undeliverable(kDeadline);
+    EXPECT_TRUE(env.ok()) << env.status();
+    if (!env.ok() || (*env)->root_failure() == nullptr) return {};
+    return *(*env)->root_failure();
+  }
+
+  // The next envelope of alice's that came back: its payload's n and its root failure.
+  std::pair<int64_t, runtime::DeliveryFailure> next_returned_n() {
+    absl::StatusOr<EnvelopePtr> env = alice_->next_undeliverable(kDeadline);
+    EXPECT_TRUE(env.ok()) << env.status();
+    if (!env.ok() || (*env)->root_failure() == nullptr) return {-1, {}};
+    absl::StatusOr<ChanMsg> msg = (*env)->data().take<ChanMsg>();
+    EXPECT_TRUE(msg.ok()) << msg.status();
+    return {msg.ok() ? msg->n : -1, *(*env)->root_failure()};
+  }
+  void expect_nothing_returned() {
+    absl::StatusOr<EnvelopePtr> env = alice_->next_undeliverable(absl::Milliseconds(100));
+    EXPECT_FALSE(env.ok()) << "returned: "
+                           << ((*env)->root_failure() ? (*env)->root_failure()->to_string() : "");
+  }
+  // Waits (with a deadline) until the client's acks have caught up to `n` unacked envelopes.
+  static void wait_unacked(const ChannelClient& client, size_t n) {
+    const absl::Time give_up = absl::Now() + kDeadline;
+    while (client.unacked() != n && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+    ASSERT_EQ(client.unacked(), n);
+  }
+
+  void deliver_many(ChannelAddr addr) {
+    auto server = serve(addr);
+    EXPECT_NE(server->local_addr().to_string(), "tcp://127.0.0.1:0");
+    auto client = dial(server->local_addr());
+    for (int n = 0; n < kMany; ++n) post(*client, n, n % 7 == 0 ? 3000 : 10);
+    expect_in_order(0, kMany);
+    expect_nothing_more();
+  }
+
+  IoThread io_;
+  runtime::Proc sending_;
+  runtime::Proc receiving_;
+  std::unique_ptr<runtime::Client> alice_;
+  std::unique_ptr<runtime::Client> bob_;
+  runtime::OpenPort<ChanMsg> port_;
+};
+
+TEST_F(ChannelTest, R_CHAN_4_IpcPathDeliversInOrder) { deliver_many(ipc_path()); }
+TEST_F(ChannelTest, R_CHAN_4_IpcAbstractDeliversInOrder) { deliver_many(ipc_abstract()); }
+TEST_F(ChannelTest, R_CHAN_4_TcpDeliversInOrder) { deliver_many(tcp_any()); }
+TEST_F(ChannelTest, R_CHAN_4_InprocDeliversInOrder) { deliver_many(ChannelAddr::inproc(0)); }
+
+TEST_F(ChannelTest, R_ENV_4_PayloadIsSerializedOnceOverASocketAndNeverInproc) {
+  auto counted = runtime::open_port<CountedMsg>(*bob_);
+  auto send_one = [&](ChannelClient& client) {
+    client.post(runtime::MessageEnvelope::make(alice_->self_addr(), counted.handle.bind().addr(),
+                                               wire::Any::make(CountedMsg{1})),
+                sending_);
+    ASSERT_TRUE(counted.receiver.recv(kDeadline).ok());
+  };
+  auto inproc_server = serve(ChannelAddr::inproc(0));
+  auto inproc = dial(inproc_server->local_addr());
+  counted_serializations = 0;
+  send_one(*inproc);
+  EXPECT_EQ(counted_serializations.load(), 0);
+
+  auto server = serve(ipc_abstract());
+  auto client = dial(server->local_addr());
+  counted_serializations = 0;
+  send_one(*client);
+  EXPECT_EQ(counted_serializations.load(), 2);  // one encode at the sender, one decode at bob
+}
+
+TEST_F(ChannelTest, R_CHAN_3_OversizedEnvelopeFailsAloneAndTheNextIsDelivered) {
+  ChannelOptions options;
+  options.max_frame_bytes = 4096;
+  auto server = serve(ipc_abstract(), options);
+  auto client = dial(server->local_addr(), options);
+  post(*client, 0);
+  post(*client, 1, 10'000);
+  post(*client, 2);
+  const runtime::DeliveryFailure f = next_returned();
+  EXPECT_EQ(f.transport, TransportReason::kOversizedFrame) << f.to_string();
+  EXPECT_GT(f.len, 10'000u);
+  EXPECT_EQ(f.max, 4096u);
+  EXPECT_NE(f.target.find("bob"), std::string::npos) << f.target;
+  expect_in_order(0, 1);
+  expect_in_order(2, 3);
+  EXPECT_FALSE(client->closed());
+  post(*client, 3);
+  expect_in_order(3, 4);
+}
+
+TEST_F(ChannelTest, R_CHAN_2_LostConnectionsRetransmitWithoutLossOrDuplicates) {
+  auto server = serve(ipc_path());
+  auto client = dial(server->local_addr());
+  std::thread poster([&] {
+    for (int n = 0; n < kMany; ++n) {
+      post(*client, n, 200);
+      if (n % 1000 == 500) server->drop_connections();  // mid-stream, frames in flight
+    }
+  });
+  expect_in_order(0, kMany);
+  poster.join();
+  expect_nothing_more();
+  EXPECT_FALSE(client->closed());
+}
+
+TEST_F(ChannelTest, R_CHAN_2_ServerThatNeverComesBackReturnsPendingWithAckTimedOut) {
+  ChannelOptions options;
+  options.delivery_timeout = absl::Milliseconds(300);
+  auto server = serve(ipc_path(), options);
+  auto client = dial(server->local_addr(), options);
+  post(*client, 0);
+  expect_in_order(0, 1);
+  server.reset();
+
+  const absl::Time start = absl::Now();
+  for (int n = 1; n <= 5; ++n) post(*client, n);
+  for (int n = 1; n <= 5; ++n) {
+    const runtime::DeliveryFailure f = next_returned();
+    EXPECT_EQ(f.transport, TransportReason::kAckTimedOut) << f.to_string();
+  }
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, absl::Milliseconds(250));
+  EXPECT_LT(took, absl::Seconds(5));
+  EXPECT_TRUE(client->closed());
+  EXPECT_FALSE(client->rejected());
+  EXPECT_EQ(client->status().code(), absl::StatusCode::kDeadlineExceeded);
+
+  post(*client, 6);  // a closed channel fails at once
+  EXPECT_EQ(next_returned().transport, TransportReason::kChannelClosed);
+}
+
+TEST_F(ChannelTest, R_CHAN_2_AfterServerRestartUnwrittenEnvelopesGoOutOnAFreshSession) {
+  const ChannelAddr addr = ipc_path();
+  auto server = serve(addr);
+  auto client = dial(addr);
+  for (int n = 0; n < 3; ++n) post(*client, n);
+  expect_in_order(0, 3);
+  wait_unacked(*client, 0);  // the acks follow the deliveries
+
+  server.reset();
+  server = serve(addr);  // same address, no memory of the session
+  for (int n = 3; n < 6; ++n) post(*client, n);  // never written to the dead server
+  expect_in_order(3, 6);
+  wait_unacked(*client, 0);
+  expect_nothing_returned();
+  expect_nothing_more();
+  EXPECT_FALSE(client->closed());
+  EXPECT_FALSE(client->rejected());
+  EXPECT_TRUE(client->status().ok()) << client->status();
+
+  server.reset();  // and again, with the new session
+  server = serve(addr);
+  post(*client, 6);
+  expect_in_order(6, 7);
+  expect_nothing_returned();
+  EXPECT_FALSE(client->closed());
+}
+
+// A raw peer speaking frames over a Unix socket, for the protocol edges.
+class RawPeer {
+ public:
+  explicit RawPeer(LocalSocket socket) : socket_(std::move(socket)) {}
+  void send(const std::string& bytes) { boost::asio::write(socket_, boost::asio::buffer(bytes)); }
+  void send(const Frame& frame) {
+    std::string bytes;
+    append_frame(bytes, frame);
+    send(bytes);
+  }
+  void close() { socket_.close(); }
+  // The next frame, or nullopt at end of stream / after `timeout`.
+  std::optional<Frame> next(absl::Duration timeout = kDeadline) {
+    const absl::Time give_up = absl::Now() + timeout;
+    for (;;) {
+      absl::StatusOr<std::optional<Frame>> f = decoder_.next();
+      if (!f.ok() || f->has_value()) return f.ok() ? *f : std::nullopt;
+      pollfd p{socket_.native_handle(), POLLIN, 0};
+      const int ms = static_cast<int>(absl::ToInt64Milliseconds(give_up - absl::Now()));
+      if (ms <= 0 || ::poll(&p, 1, ms) <= 0) return std::nullopt;
+      char buf[4096];
+      boost::system::error_code ec;
+      size_t n = socket_.read_some(boost::asio::buffer(buf), ec);
+      if (ec) return std::nullopt;
+      decoder_.feed(std::string_view(buf, n));
+    }
+  }
+
+ private:
+  LocalSocket socket_;
+  FrameDecoder decoder_{1 << 20};
+};
+
+RawPeer connect_raw(boost::asio::io_context& ctx, const ChannelAddr& addr) {
+  LocalSocket socket(ctx);
+  socket.connect(boost::asio::local::stream_protocol::endpoint(std::string(addr.path())));
+  return RawPeer(std::move(socket));
+}
+
+using LocalAcceptor = boost::asio::local::stream_protocol::acceptor;
+
+// A fake server's next connection, or an unconnected peer after `timeout`.
+std::optional<RawPeer> accept_within(LocalAcceptor& acceptor, absl::Duration timeout = kDeadline) {
+  pollfd p{acceptor.native_handle(), POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) return std::nullopt;
+  return RawPeer(acceptor.accept());
+}
+
+template <class F>
+F expect_frame(RawPeer& peer) {
+  std::optional<Frame> f = peer.next();
+  EXPECT_TRUE(f.has_value() && std::holds_alternative<F>(*f))
+      << "expected " << to_string(kind_of(Frame(F{}))) << ", got "
+      << (f ? to_string(kind_of(*f)) : std::string_view("nothing"));
+  return f && std::holds_alternative<F>(*f) ? std::get<F>(*f) : F{};
+}
+
+int64_t n_of(const DataFrame& data) {
+  absl::StatusOr<EnvelopePtr> env = decode_envelope(data.envelope);
+  EXPECT_TRUE(env.ok()) << env.status();
+  if (!env.ok()) return -1;
+  absl::StatusOr<ChanMsg> msg = (*env)->data().take<ChanMsg>();
+  return msg.ok() ? msg->n : -1;
+}
+
+std::string data_frame(uint64_t seq, runtime::MessageEnvelope& env) {
+  std::string frame = must(encode_data_frame(env));
+  set_data_seq(frame, seq);
+  return frame;
+}
+
+TEST_F(ChannelTest, R_CHAN_1_DuplicateSeqIsDroppedAndGapIsRejected) {
+  auto server = serve(ipc_path());
+  boost::asio::io_context ctx;
+  RawPeer peer = connect_raw(ctx, server->local_addr());
+  std::string bytes;
+  append_hello(bytes, HelloFrame{kWireVersion, 77, 0});
+  peer.send(bytes);
+  EXPECT_EQ(peer.next(), Frame(WelcomeFrame{kWireVersion, 0}));
+
+  peer.send(data_frame(0, *envelope(0)) + data_frame(0, *envelope(100)) +
+            data_frame(1, *envelope(1)));
+  expect_in_order(0, 2);  // seq 0 once; its retransmit (n = 100) dropped
+  std::optional<Frame> ack;
+  do {
+    ack = peer.next();
+    ASSERT_TRUE(ack.has_value());
+  } while (std::get<AckFrame>(*ack).next_expected < 2);
+  EXPECT_EQ(std::get<AckFrame>(*ack).next_expected, 2u);
+
+  peer.send(data_frame(5, *envelope(5)));  // a gap: the server closes the connection
+  while (std::optional<Frame> f = peer.next()) EXPECT_TRUE(std::holds_alternative<AckFrame>(*f));
+  expect_nothing_more();
+
+  // The session survives its connection: a reconnect continues at 2.
+  RawPeer again = connect_raw(ctx, server->local_addr());
+  bytes.clear();
+  append_hello(bytes, HelloFrame{kWireVersion, 77, 2});
+  again.send(bytes);
+  EXPECT_EQ(again.next(), Frame(WelcomeFrame{kWireVersion, 2}));
+
+  // An unknown session that claims acked frames belongs to a server that restarted.
+  RawPeer stranger = connect_raw(ctx, server->local_addr());
+  bytes.clear();
+  append_hello(bytes, HelloFrame{kWireVersion, 78, 5});
+  stranger.send(bytes);
+  std::optional<Frame> reject = stranger.next();
+  ASSERT_TRUE(reject.has_value() && std::holds_alternative<RejectFrame>(*reject));
+  EXPECT_NE(std::get<RejectFrame>(*reject).reason.find("restarted"), std::string::npos);
+}
+
+TEST_F(ChannelTest, R_CHAN_1_ServerRejectsAnotherWireVersionNamingBoth) {
+  auto server = serve(ipc_path());
+  boost::asio::io_context ctx;
+  RawPeer peer = connect_raw(ctx, server->local_addr());
+  std::string hello;
+  append_hello(hello, HelloFrame{kWireVersion + 1, 1, 0});
+  peer.send(hello);
+  std::optional<Frame> f = peer.next();
+  ASSERT_TRUE(f.has_value() && std::holds_alternative<RejectFrame>(*f));
+  const std::string& reason = std::get<RejectFrame>(*f).reason;
+  EXPECT_NE(reason.find(absl::StrCat("version ", kWireVersion + 1)), std::string::npos) << reason;
+  EXPECT_NE(reason.find(absl::StrCat("version ", kWireVersion)), std::string::npos) << reason;
+}
+
+TEST_F(ChannelTest, R_CHAN_1_ClientRejectedForItsVersionReturnsEnvelopesWithTheReason) {
+  // A server of wire version 2 (played by a raw acceptor) turns the client away.
+  const ChannelAddr addr = ipc_path();
+  boost::asio::io_context ctx;
+  boost::asio::local::stream_protocol::acceptor acceptor(
+      ctx, boost::asio::local::stream_protocol::endpoint(std::string(addr.path())));
+  std::thread fake_server([&] {
+    RawPeer peer(acceptor.accept());
+    ASSERT_TRUE(peer.next().has_value());  // the HELLO
+    std::string reject;
+    append_reject(reject, RejectFrame{2, "wire version mismatch: client speaks 1, server 2"});
+    peer.send(reject);
+    peer.next();  // until the client hangs up
+  });
+  auto client = dial(addr);
+  post(*client, 0);
+  const runtime::DeliveryFailure f = next_returned();
+  fake_server.join();
+  ::unlink(std::string(addr.path()).c_str());
+  EXPECT_EQ(f.transport, TransportReason::kChannelClosed);
+  EXPECT_NE(f.detail.find("version mismatch"), std::string::npos) << f.to_string();
+  EXPECT_TRUE(client->rejected());
+  EXPECT_EQ(client->status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ChannelTest, R_CHAN_2_WrittenButUnackedEnvelopesReturnChannelClosedAfterRestart) {
+  // A fake server acks seq 0, then holds the acks of 1 and 2 and dies.
+  const ChannelAddr addr = ipc_path();
+  const std::string path(addr.path());
+  boost::asio::io_context ctx;
+  auto acceptor = std::make_unique<LocalAcceptor>(
+      ctx, boost::asio::local::stream_protocol::endpoint(path));
+  auto client = dial(addr);
+  std::optional<RawPeer> fake = accept_within(*acceptor);
+  ASSERT_TRUE(fake.has_value());
+  const HelloFrame hello = expect_frame<HelloFrame>(*fake);
+  EXPECT_EQ(hello.first_unacked_seq, 0u);
+  fake->send(WelcomeFrame{kWireVersion, 0});
+  post(*client, 0);
+  EXPECT_EQ(expect_frame<DataFrame>(*fake).seq, 0u);
+  fake->send(AckFrame{1});
+  wait_unacked(*client, 0);
+  post(*client, 1);
+  post(*client, 2);
+  EXPECT_EQ(expect_frame<DataFrame>(*fake).seq, 1u);  // written, never acked
+  EXPECT_EQ(expect_frame<DataFrame>(*fake).seq, 2u);
+  acceptor.reset();  // the server dies: first its listener, then the connection
+  fake->close();
+  ::unlink(path.c_str());
+
+  post(*client, 3);  // never written: there is no server
+  post(*client, 4);
+  auto server = serve(addr);  // a real server with no memory of the session rejects it
+  for (int64_t n = 1; n <= 2; ++n) {
+    const auto [returned, f] = next_returned_n();
+    EXPECT_EQ(returned, n);
+    EXPECT_EQ(f.transport, TransportReason::kChannelClosed) << f.to_string();
+    EXPECT_NE(f.detail.find("restarted"), std::string::npos) << f.to_string();  // the server's
+    EXPECT_NE(f.target.find("bob"), std::string::npos) << f.target;
+  }
+  expect_in_order(3, 5);  // on a fresh session, in order
+  post(*client, 5);
+  expect_in_order(5, 6);
+  wait_unacked(*client, 0);
+  expect_nothing_returned();
+  expect_nothing_more();
+  EXPECT_FALSE(client->closed());
+  EXPECT_FALSE(client->rejected());
+  EXPECT_TRUE(client->status().ok()) << client->status();
+}
+
+TEST_F(ChannelTest, R_CHAN_2_ReconnectWithNothingUnackedPresentsANewSession) {
+  const ChannelAddr addr = ipc_path();
+  const std::string path(addr.path());
+  boost::asio::io_context ctx;
+  LocalAcceptor acceptor(ctx, boost::asio::local::stream_protocol::endpoint(path));
+  auto client = dial(addr);
+  std::optional<RawPeer> first = accept_within(acceptor);
+  ASSERT_TRUE(first.has_value());
+  const HelloFrame hello = expect_frame<HelloFrame>(*first);
+  first->send(WelcomeFrame{kWireVersion, 0});
+  for (int n = 0; n < 2; ++n) post(*client, n);
+  for (uint64_t seq = 0; seq < 2; ++seq) EXPECT_EQ(expect_frame<DataFrame>(*first).seq, seq);
+  first->send(AckFrame{2});
+  wait_unacked(*client, 0);
+  first->close();  // the connection (or the whole server) goes away with nothing unacked
+
+  post(*client, 2);
+  std::optional<RawPeer> second = accept_within(acceptor);
+  ASSERT_TRUE(second.has_value());
+  const HelloFrame again = expect_frame<HelloFrame>(*second);
+  EXPECT_NE(again.client_session, hello.client_session);  // a new session, not a REJECT bait
+  EXPECT_NE(again.client_session, 0u);
+  EXPECT_EQ(again.first_unacked_seq, 0u);
+  second->send(WelcomeFrame{kWireVersion, 0});
+  const DataFrame data = expect_frame<DataFrame>(*second);
+  EXPECT_EQ(data.seq, 0u);  // renumbered from 0
+  EXPECT_EQ(n_of(data), 2);
+  second->send(AckFrame{1});
+  wait_unacked(*client, 0);
+  expect_nothing_returned();
+  EXPECT_FALSE(client->closed());
+  ::unlink(path.c_str());
+}
+
+TEST_F(ChannelTest, R_CHAN_2_RejectOfABrandNewSessionClosesTheChannel) {
+  // Nothing of the session can be lost, so a REJECT means something a new session cannot fix.
+  const ChannelAddr addr = ipc_path();
+  const std::string path(addr.path());
+  boost::asio::io_context ctx;
+  LocalAcceptor acceptor(ctx, boost::asio::local::stream_protocol::endpoint(path));
+  auto client = dial(addr);
+  std::optional<RawPeer> fake = accept_within(acceptor);
+  ASSERT_TRUE(fake.has_value());
+  EXPECT_EQ(expect_frame<HelloFrame>(*fake).first_unacked_seq, 0u);
+  post(*client, 0);
+  fake->send(RejectFrame{kWireVersion, "no sessions today"});
+  const runtime::DeliveryFailure f = next_returned();
+  EXPECT_EQ(f.transport, TransportReason::kChannelClosed);
+  EXPECT_NE(f.detail.find("no sessions today"), std::string::npos) << f.to_string();
+  EXPECT_TRUE(client->closed());
+  EXPECT_TRUE(client->rejected());
+  EXPECT_EQ(client->status().code(), absl::StatusCode::kFailedPrecondition);
+  ::unlink(path.c_str());
+}
+
+TEST_F(ChannelTest, DialToNothingIsUnavailableNamingTheAddressAndTheOsError) {
+  const ChannelAddr missing = ipc_path();
+  absl::StatusOr<std::unique_ptr<ChannelClient>> c = ChannelClient::dial(io_, missing, sending_);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(c.status().message().find("dial " + missing.to_string()), std::string::npos);
+  EXPECT_NE(c.status().message().find("(ENOENT)"), std::string::npos) << c.status();
+
+  const ChannelAddr closed_port = [&] {  // a port that was free a moment ago
+    auto s = serve(tcp_any());
+    return s->local_addr();
+  }();
+  c = ChannelClient::dial(io_, closed_port, sending_);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(c.status().message().find("connection refused (ECONNREFUSED)"), std::string::npos)
+      << c.status();
+
+  c = ChannelClient::dial(io_, ChannelAddr::inproc(987654321), sending_);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(c.status().message().find("inproc://987654321"), std::string::npos) << c.status();
+}
+
+TEST_F(ChannelTest, IpcServeRemovesAStaleSocketFileButNotARegularFile) {
+  const ChannelAddr addr = ipc_path();
+  const std::string path(addr.path());
+  {
+    boost::asio::io_context ctx;
+    boost::asio::local::stream_protocol::acceptor stale(
+        ctx, boost::asio::local::stream_protocol::endpoint(path));
+  }  // closed without unlinking: what a crashed server leaves
+  auto server = serve(addr);
+  auto client = dial(addr);
+  post(*client, 0);
+  expect_in_order(0, 1);
+
+  absl::StatusOr<std::unique_ptr<ChannelServer>> twice =
+      ChannelServer::serve(io_, addr, receiving_, receiving_);
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kFailedPrecondition) << twice.status();
+
+  const ChannelAddr file = ipc_path();
+  std::ofstream(std::string(file.path())) << "not a socket";
+  absl::StatusOr<std::unique_ptr<ChannelServer>> s =
+      ChannelServer::serve(io_, file, receiving_, receiving_);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  ::unlink(std::string(file.path()).c_str());
+}
+
+TEST_F(ChannelTest, InprocNumbersAreUniqueAndAGoneServerClosesItsClients) {
+  auto server = serve(ChannelAddr::inproc(0));
+  EXPECT_NE(server->local_addr().number(), 0u);
+  absl::StatusOr<std::unique_ptr<ChannelServer>> taken =
+      ChannelServer::serve(io_, server->local_addr(), receiving_, receiving_);
+  EXPECT_EQ(taken.status().code(), absl::StatusCode::kAlreadyExists);
+
+  auto client = dial(server->local_addr());
+  post(*client, 0);
+  expect_in_order(0, 1);
+  server.reset();
+  EXPECT_TRUE(client->closed());
+  post(*client, 1);
+  EXPECT_EQ(next_returned().transport, TransportReason::kChannelClosed);
+}
+
+TEST_F(ChannelTest, ClosingAClientReturnsPendingAndFailsLaterPosts) {
+  auto server = serve(ipc_abstract());
+  auto client = dial(server->local_addr());
+  client->close();
+  EXPECT_TRUE(client->closed());
+  EXPECT_EQ(client->status().code(), absl::StatusCode::kCancelled);
+  post(*client, 0);
+  EXPECT_EQ(next_returned().transport, TransportReason::kChannelClosed);
+}
+
+}  // namespace
+}  // namespace postal::routing

@@ -1,0 +1,18 @@
+// The `postal` subcommands.
+#pragma once
+
+#include <string>
+
+namespace postal::tools {
+
+// `postal demo`: a three-proc topology on embedded defaults, a workload routed through it.
+int demo_command(const std::string& self_binary);
+// `postal up FILE`: bring a topology up in the foreground until Ctrl-C or a proc dies.
+int up_command(const std::string& self_binary, const std::string& file);
+// `postal status [NAME]`: the procs, actors, queue depths and failures of running topologies.
+int status_command(const std::string& name);
+
+// Where a running topology records its procs for `postal status`.
+std::string state_file(const std::string& topology);
+
+}  // namespace postal::tools

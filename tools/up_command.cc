@@ -1,0 +1,113 @@
+// `postal up FILE`: the host agent in the foreground.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "commands.h"
+#include "drive.h"
+#include "postal/wire/absl_compat.h"
+
+namespace postal::tools {
+namespace {
+
+void write_state(const routing::Host& host) {
+  std::string path = state_file(host.spec().name);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::trunc);
+  out << "pid " << ::getpid() << "\n";
+  for (const routing::Node* g : host.gateways()) {
+    out << "gateway " << const_cast<routing::Node*>(g)->proc().addr().to_string() << "\n";
+  }
+  for (const auto& p : host.procs()) out << "proc " << p.addr.to_string() << "\n";
+}
+
+// Runs the file's [workload] once, if it has one, and prints the result.
+bool run_workload(routing::Host& host) {
+  const auto& w = host.spec().workload;
+  if (!w) return true;
+  std::optional<runtime::ActorAddr> from = host.actor_addr(w->from.proc, w->from.actor);
+  std::optional<runtime::ActorAddr> to = host.actor_addr(w->to.proc, w->to.actor);
+  if (!from || !to) {
+    std::fprintf(stderr, "postal up: the workload's actors were not spawned\n");
+    return false;
+  }
+  DriveSpec spec{absl::StrCat(sv(routing::to_string(w->pattern)), " ", w->from.to_string(), "->",
+                              w->to.to_string()),
+                 w->pattern == routing::WorkloadPattern::kPingPong ? "ping-pong" : "stream",
+                 *from,
+                 {*to},
+                 static_cast<uint64_t>(w->messages),
+                 static_cast<uint64_t>(w->size)};
+  absl::StatusOr<routing::DriveResult> r = drive(host, spec, absl::Minutes(10));
+  print_drive_header();
+  if (!r.ok()) {
+    std::printf("%-34s failed: %s\n", spec.label.c_str(), std::string(r.status().message()).c_str());
+    return false;
+  }
+  print_drive_row(spec, *r);
+  return r->error.empty();
+}
+
+}  // namespace
+
+std::string state_file(const std::string& topology) {
+  return absl::StrCat("/tmp/postal/", topology, ".state");
+}
+
+int up_command(const std::string& self_binary, const std::string& file) {
+  absl::StatusOr<routing::TopologySpec> spec = routing::load_topology(file);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "postal up: %s\n", std::string(spec.status().message()).c_str());
+    return 2;
+  }
+  // Ctrl-C and SIGTERM are taken by a thread; block them before any other thread starts.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  std::atomic<int> signalled{0};
+  std::thread([&stop, &signalled] {
+    int sig = 0;
+    sigwait(&stop, &sig);
+    signalled = sig;
+  }).detach();
+
+  routing::HostOptions options;
+  options.postal_binary = self_binary;
+  options.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
+  std::printf("postal up: topology %s from %s\n", spec->name.c_str(), file.c_str());
+  absl::StatusOr<std::unique_ptr<routing::Host>> host = routing::Host::up(*spec, options);
+  if (!host.ok()) {
+    std::fprintf(stderr, "postal up: %s\n", std::string(host.status().message()).c_str());
+    return 1;
+  }
+  write_state(**host);
+  bool ok = run_workload(**host);
+  std::printf("topology %s is up; `postal status %s` inspects it; Ctrl-C tears it down\n",
+              spec->name.c_str(), spec->name.c_str());
+  std::fflush(stdout);
+
+  int rc = ok ? 0 : 1;
+  while (signalled == 0) {
+    std::optional<routing::ProcExit> exit = (*host)->next_exit(absl::Milliseconds(200));
+    if (!exit) continue;
+    std::printf("supervision: proc %s\n", exit->to_string().c_str());
+    if (spec->on_proc_exit == routing::OnProcExit::kTeardown) {
+      std::printf("on_proc_exit = teardown: stopping the topology\n");
+      rc = 1;
+      break;
+    }
+  }
+  if (signalled != 0) std::printf("signal %d: tearing down\n", signalled.load());
+  (*host)->teardown();
+  std::filesystem::remove(state_file(spec->name));
+  return rc;
+}
+
+}  // namespace postal::tools
