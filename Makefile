@@ -2,8 +2,8 @@
 # Every build uses at most JOBS parallel jobs (the CI machine has 2 cores).
 
 JOBS         ?= 2
-DEMO_BIN     ?= build/release/examples/postal_demo
-DEMO_ARGS    ?=
+DEMO_BIN     ?= build/release/tools/postal
+DEMO_ARGS    ?= demo
 FUZZ_SECONDS ?= 30
 FORMAT_DIRS  := wire runtime actors routing mail tools tests benchmarks examples fuzz
 

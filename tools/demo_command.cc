@@ -23,10 +23,10 @@ routing::TopologySpec demo_topology(const std::string& dir) {
   routing::TopologySpec spec;
   spec.name = "demo";
   spec.gateways.push_back({"edge", ipc("edge"), {}});
-  spec.procs.push_back({"alpha", ipc("alpha"), std::nullopt, 2, std::nullopt, {}});
-  spec.procs.push_back({"beta", ipc("beta"), "edge", 2, std::nullopt, {}});
+  spec.procs.push_back({"alpha", ipc("alpha"), std::nullopt, 1, std::nullopt, {}});
+  spec.procs.push_back({"beta", ipc("beta"), "edge", 1, std::nullopt, {}});
   spec.procs.push_back(
-      {"gamma", *runtime::ChannelAddr::parse("tcp://127.0.0.1:0"), std::nullopt, 2, std::nullopt, {}});
+      {"gamma", *runtime::ChannelAddr::parse("tcp://127.0.0.1:0"), std::nullopt, 1, std::nullopt, {}});
   for (const char* proc : {"alpha", "gamma"}) spec.actors.push_back({proc, "driver", "postal.Driver", {}});
   for (const char* proc : {"alpha", "beta", "gamma"}) spec.actors.push_back({proc, "echo", "postal.Echo", {}});
   return spec;
@@ -51,11 +51,11 @@ int demo_command(const std::string& self_binary) {
 
   const std::vector<DriveSpec> runs = {
       {"ping-pong alpha->beta via edge (ipc)", "ping-pong", actor("alpha", "driver"),
-       {actor("beta", "echo")}, 20'000, 64},
+       {actor("beta", "echo")}, 5'000, 64},
       {"stream alpha->beta via edge (ipc)", "stream", actor("alpha", "driver"),
        {actor("beta", "echo")}, 300'000, 64},
       {"ping-pong alpha->gamma (tcp)", "ping-pong", actor("alpha", "driver"),
-       {actor("gamma", "echo")}, 20'000, 64},
+       {actor("gamma", "echo")}, 5'000, 64},
       {"stream alpha->gamma (tcp)", "stream", actor("alpha", "driver"),
        {actor("gamma", "echo")}, 300'000, 64},
       {"stream alpha->gamma 16 KiB (tcp)", "stream", actor("alpha", "driver"),

@@ -418,7 +418,11 @@ void StreamClientCore::on_written(uint64_t gen, const boost::system::error_code&
 void StreamClientCore::link_failed(uint64_t gen, std::string why) {
   if (gen != gen_ || link_ == Link::kDown || closed()) return;
   if (!outage_) {
-    log_line(absl::StrCat("channel ", addr_text_, ": connection lost (", why, "); reconnecting"));
+    // A peer that went away with nothing of ours pending is routine (it stopped); say so only
+    // when envelopes are waiting on it.
+    if (unacked() > 0) {
+      log_line(absl::StrCat("channel ", addr_text_, ": connection lost (", why, "); reconnecting"));
+    }
     outage_ = true;
   }
   last_error_ = std::move(why);
