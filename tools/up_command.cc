@@ -26,8 +26,8 @@ void write_state(const routing::Host& host) {
   for (const auto& p : host.procs()) out << "proc " << p.addr.to_string() << "\n";
 }
 
-// Runs the file's [workload] once, if it has one, and prints the result.
-bool run_workload(routing::Host& host) {
+// Runs the file's [workload] once, if it has one, and prints the result; a signal abandons it.
+bool run_workload(routing::Host& host, const std::atomic<int>& signalled) {
   const auto& w = host.spec().workload;
   if (!w) return true;
   std::optional<runtime::ActorAddr> from = host.actor_addr(w->from.proc, w->from.actor);
@@ -43,7 +43,19 @@ bool run_workload(routing::Host& host) {
                  {*to},
                  static_cast<uint64_t>(w->messages),
                  static_cast<uint64_t>(w->size)};
-  absl::StatusOr<routing::DriveResult> r = drive(host, spec, absl::Minutes(10));
+  auto [reply_to, result] = runtime::open_once_port<routing::DriveResult>(host.client());
+  routing::DriveRequest request{spec.pattern, {routing::payload_port(*to)}, spec.messages, spec.size,
+                                1024, reply_to};
+  routing::drive_port(*from).send(host.client(), std::move(request));
+  absl::StatusOr<routing::DriveResult> r = absl::DeadlineExceededError("interrupted");
+  for (;;) {
+    if (signalled != 0) {
+      r = absl::CancelledError("interrupted by a signal before it finished");
+      break;
+    }
+    r = result.recv(absl::Milliseconds(200));
+    if (r.ok() || r.status().code() != absl::StatusCode::kDeadlineExceeded) break;
+  }
   print_drive_header();
   if (!r.ok()) {
     std::printf("%-34s failed: %s\n", spec.label.c_str(), std::string(r.status().message()).c_str());
@@ -78,6 +90,7 @@ int up_command(const std::string& self_binary, const std::string& file) {
     signalled = sig;
   }).detach();
 
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log file as they happen
   routing::HostOptions options;
   options.postal_binary = self_binary;
   options.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
@@ -88,7 +101,7 @@ int up_command(const std::string& self_binary, const std::string& file) {
     return 1;
   }
   write_state(**host);
-  bool ok = run_workload(**host);
+  bool ok = run_workload(**host, signalled);
   std::printf("topology %s is up; `postal status %s` inspects it; Ctrl-C tears it down\n",
               spec->name.c_str(), spec->name.c_str());
   std::fflush(stdout);

@@ -1,5 +1,7 @@
 #include "postal/routing/node.h"
 
+#include <filesystem>
+
 #include "postal/actors/system_actors.h"
 
 namespace postal::routing {
@@ -28,6 +30,13 @@ void Node::Relay::drop(runtime::EnvelopePtr env, runtime::DropCause cause) {
 }
 
 absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
+  if (options.listen.transport() == runtime::ChannelAddr::Transport::kIpc &&
+      !options.listen.is_abstract()) {
+    // A socket path's folder is created if missing (topology files name paths under /tmp).
+    std::error_code ignored;
+    std::filesystem::create_directories(std::filesystem::path(options.listen.path()).parent_path(),
+                                        ignored);
+  }
   std::unique_ptr<Node> node(new Node());
   node->channel_ = options.channel;
   node->dial_ = std::make_unique<DialRouter>(node->io_, node->relay_, options.channel);
