@@ -7,6 +7,9 @@ DEMO_ARGS    ?= demo
 FUZZ_SECONDS ?= 30
 FORMAT_DIRS  := wire runtime actors routing mail tools tests benchmarks examples fuzz
 
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere (CI) reuses the cache.
+export CCACHE_BASEDIR := $(CURDIR)
+
 .PHONY: all deps configure build demo test asan bench fuzz format check-install clean
 
 all: build
