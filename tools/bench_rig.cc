@@ -35,35 +35,9 @@ class InprocRig final : public Rig {
       rig->solo_ = std::make_unique<runtime::Proc>(std::move(o));
       driver_proc = echo_proc = rig->solo_.get();
     } else {
-      // Gateways: `edge` (hops 1), or `outer` peered to `inner` (hops 2); the echoes' proc sits
-      // behind the last one.
-      std::vector<std::string> names = hops == 1 ? std::vector<std::string>{"edge"}
-                                                 : std::vector<std::string>{"outer", "inner"};
-      for (const std::string& name : names) {
-        absl::StatusOr<std::unique_ptr<routing::Node>> g = start_node(name, true, options, {});
-        if (!g.ok()) return g.status();
-        rig->nodes_.push_back(*std::move(g));
-      }
-      if (hops == 2) {
-        absl::Status s =
-            rig->nodes_[0]->add_peer(named("inner"), rig->nodes_[1]->listen_addr());
-        if (!s.ok()) return s;
-      }
-      routing::Node& last = *rig->nodes_.back();
-      const runtime::ProcId echo_id{named("echoes")};
-      absl::StatusOr<std::unique_ptr<routing::Node>> echoes =
-          start_node("echoes", false, options, last.gateway()->advertise(echo_id).location);
-      if (!echoes.ok()) return echoes.status();
-      absl::StatusOr<runtime::ProcAddr> attached =
-          last.attach(echo_id, (*echoes)->listen_addr());
-      if (!attached.ok()) return attached.status();
-      absl::StatusOr<std::unique_ptr<routing::Node>> drivers =
-          start_node("drivers", false, options, {});
-      if (!drivers.ok()) return drivers.status();
-      echo_proc = &(*echoes)->proc();
-      driver_proc = &(*drivers)->proc();
-      rig->nodes_.push_back(*std::move(echoes));
-      rig->nodes_.push_back(*std::move(drivers));
+      if (absl::Status s = rig->start_nodes(hops, options); !s.ok()) return s;
+      echo_proc = &rig->nodes_[hops]->proc();
+      driver_proc = &rig->nodes_[hops + 1]->proc();
     }
     for (int i = 0; i < kFanWidth; ++i) {
       absl::StatusOr<runtime::ActorAddr> d = rig->spawn(*driver_proc, routing::kDriverType, 'd', i);
@@ -86,8 +60,12 @@ class InprocRig final : public Rig {
 
   ~InprocRig() override {
     client_.reset();
+    // Stop the actors while their procs run: a driver holds refs to its own ports, which would
+    // keep it (and its mailbox) alive past the procs otherwise.
+    for (const auto& a : actors_) a->stop("postal bench: done");
+    for (const auto& a : actors_) (void)a->wait(absl::Seconds(5));
     actors_.clear();
-    nodes_.clear();
+    while (!nodes_.empty()) nodes_.pop_back();  // senders first: drivers, echoes, then gateways
     solo_.reset();
   }
 
@@ -96,6 +74,35 @@ class InprocRig final : public Rig {
 
  private:
   InprocRig() = default;
+
+  // nodes_: the gateways (`edge` for hops 1; `outer` peered to `inner` for hops 2), then the
+  // echoes' proc attached behind the last gateway, then the drivers' proc.
+  absl::Status start_nodes(int hops, const RigOptions& options) {
+    std::vector<std::string> names =
+        hops == 1 ? std::vector<std::string>{"edge"} : std::vector<std::string>{"outer", "inner"};
+    for (const std::string& name : names) {
+      absl::StatusOr<std::unique_ptr<routing::Node>> g = start_node(name, true, options, {});
+      if (!g.ok()) return g.status();
+      nodes_.push_back(*std::move(g));
+    }
+    if (hops == 2) {
+      absl::Status s = nodes_[0]->add_peer(named("inner"), nodes_[1]->listen_addr());
+      if (!s.ok()) return s;
+    }
+    routing::Node& last = *nodes_.back();
+    const runtime::ProcId echo_id{named("echoes")};
+    absl::StatusOr<std::unique_ptr<routing::Node>> echoes =
+        start_node("echoes", false, options, last.gateway()->advertise(echo_id).location);
+    if (!echoes.ok()) return echoes.status();
+    absl::StatusOr<runtime::ProcAddr> attached = last.attach(echo_id, (*echoes)->listen_addr());
+    if (!attached.ok()) return attached.status();
+    nodes_.push_back(*std::move(echoes));
+    absl::StatusOr<std::unique_ptr<routing::Node>> drivers =
+        start_node("drivers", false, options, {});
+    if (!drivers.ok()) return drivers.status();
+    nodes_.push_back(*std::move(drivers));
+    return absl::OkStatus();
+  }
 
   static absl::StatusOr<std::unique_ptr<routing::Node>> start_node(
       const std::string& name, bool gateway, const RigOptions& options,
@@ -115,8 +122,8 @@ class InprocRig final : public Rig {
     return node;
   }
 
-  absl::StatusOr<runtime::ActorAddr> spawn(runtime::Proc& proc, std::string_view type,
-                                           char prefix, int i) {
+  absl::StatusOr<runtime::ActorAddr> spawn(runtime::Proc& proc, std::string_view type, char prefix,
+                                           int i) {
     absl::StatusOr<std::shared_ptr<actors::ActorControl>> a =
         actors::spawn_by_type(proc, type, actor_name(prefix, i), actors::SpawnParams{});
     if (!a.ok()) return a.status();
@@ -165,7 +172,8 @@ class HostRig final : public Rig {
       spec.gateways.push_back({"inner", addr("inner"), {}});
       behind = "inner";
     }
-    spec.procs.push_back({"drivers", addr("drivers"), std::nullopt, options.workers, std::nullopt, {}});
+    spec.procs.push_back(
+        {"drivers", addr("drivers"), std::nullopt, options.workers, std::nullopt, {}});
     spec.procs.push_back({"echoes", addr("echoes"), behind, options.workers, std::nullopt, {}});
     for (int i = 0; i < kFanWidth; ++i) {
       spec.actors.push_back({"drivers", actor_name('d', i), std::string(routing::kDriverType), {}});
@@ -174,7 +182,8 @@ class HostRig final : public Rig {
     routing::HostOptions o;
     o.postal_binary = options.postal_binary;
     o.proc_workers = options.workers;
-    if (options.verbose) o.log = [](const std::string& line) { std::printf("  %s\n", line.c_str()); };
+    if (options.verbose)
+      o.log = [](const std::string& line) { std::printf("  %s\n", line.c_str()); };
     absl::StatusOr<std::unique_ptr<routing::Host>> host = routing::Host::up(spec, o);
     if (!host.ok()) {
       if (!dir.empty()) std::filesystem::remove_all(dir);

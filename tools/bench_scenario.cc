@@ -46,13 +46,6 @@ std::string Scenario::name() const {
                       sv(to_string(pattern)));
 }
 
-uint64_t Scenario::per_drive() const {
-  if (pattern == Pattern::kFanOut || pattern == Pattern::kFanIn) {
-    return std::max<uint64_t>(1, (messages + kFanWidth - 1) / kFanWidth);
-  }
-  return messages;
-}
-
 uint64_t default_messages(Pattern pattern, uint64_t size) {
   // Streams: 50 000 payloads, or about 300 MB of bodies for the large sizes; ping-pong: 5 000
   // round trips, or about 60 MB. Never fewer than 100.
@@ -111,22 +104,23 @@ absl::StatusOr<Scenario> parse_scenario(std::string_view name) {
 absl::StatusOr<std::vector<Scenario>> suite(std::string_view name) {
   std::vector<Scenario> out;
   if (name == "quick") {
-    for (const char* n : {"inproc/hops0/64B/ping-pong", "inproc/hops1/64B/stream",
-                          "ipc/hops0/64B/stream", "ipc/hops1/1KiB/fan-out", "tcp/hops0/64B/ping-pong",
-                          "tcp/hops2/64B/fan-in"}) {
+    for (const char* n :
+         {"inproc/hops0/64B/ping-pong", "inproc/hops1/64B/stream", "ipc/hops0/64B/stream",
+          "ipc/hops1/1KiB/fan-out", "tcp/hops0/64B/ping-pong", "tcp/hops2/64B/fan-in"}) {
       out.push_back(*parse_scenario(n));
     }
     return out;
   }
   if (name != "standard" && name != "full") {
-    return absl::InvalidArgumentError(absl::StrCat("suite \"", sv(name),
-                                                   "\" is not quick, standard or full"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("suite \"", sv(name), "\" is not quick, standard or full"));
   }
   for (Transport t : {Transport::kInproc, Transport::kIpc, Transport::kTcp}) {
     for (int hops = 0; hops <= 2; ++hops) {
       for (uint64_t size : kSizes) {
         if (name == "standard" && size == kSizes[3]) continue;
-        for (Pattern p : {Pattern::kStream, Pattern::kPingPong, Pattern::kFanOut, Pattern::kFanIn}) {
+        for (Pattern p :
+             {Pattern::kStream, Pattern::kPingPong, Pattern::kFanOut, Pattern::kFanIn}) {
           Scenario s{t, hops, size, p, default_messages(p, size)};
           out.push_back(s);
         }

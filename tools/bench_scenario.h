@@ -45,8 +45,6 @@ struct Scenario {
   uint64_t messages = 0;
 
   std::string name() const;
-  // How many payloads each drive carries (per target for fan-out, per driver for fan-in).
-  uint64_t per_drive() const;
 };
 
 std::string_view to_string(Transport t);  // "inproc" | "ipc" | "tcp"

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "bench_options.h"
+
 namespace postal::tools {
 
 // `postal demo`: a three-proc topology on embedded defaults, a workload routed through it.
@@ -11,6 +13,19 @@ int demo_command(const std::string& self_binary);
 int up_command(const std::string& self_binary, const std::string& file);
 // `postal status [NAME]`: the procs, actors, queue depths and failures of running topologies.
 int status_command(const std::string& name);
+// `postal bench`: the routing benchmark matrix with its peers (bench_command.cc).
+int bench_command(const std::string& self_binary, const BenchOptions& options);
+
+// `postal mail VERB ADDR`: one mail verb against a running topology's MailboxHost
+// (mail_command.cc).
+struct MailCommand {
+  std::string verb;      // post | fetch | peek | status
+  std::string address;   // a post: mail address
+  std::string data;      // post: the text body
+  std::string ack = "handled";  // fetch: handled | discard | unhandled
+  std::string topology;  // empty: every running topology
+};
+int mail_command(const MailCommand& command);
 
 // Where a running topology records its procs for `postal status`.
 std::string state_file(const std::string& topology);

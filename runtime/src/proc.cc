@@ -1,6 +1,7 @@
 #include "postal/runtime/proc.h"
 
 #include <chrono>
+#include <mutex>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,19 @@ int64_t now_ns() {
 
 }  // namespace
 
+namespace {
+
+// Debian's abseil is built with absl::Mutex deadlock detection on, which turns every lock into a
+// graph update (3× slower muxer and router lookups). postal's locks are leaf locks; turn it off
+// once, before the first proc takes any.
+void disable_mutex_deadlock_detection() {
+  static std::once_flag once;
+  std::call_once(once,
+                 [] { absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore); });
+}
+
+}  // namespace
+
 Proc::Proc(ProcOptions options)
     : id_(options.id ? *options.id : default_proc_id()),
       addr_{id_, options.location ? *options.location : default_location(id_)},
@@ -32,6 +46,7 @@ Proc::Proc(ProcOptions options)
       default_ttl_(options.default_ttl == 0 ? kDefaultTtl : options.default_ttl),
       scheduler_(options.scheduler),
       forwarder_(&no_route_) {
+  disable_mutex_deadlock_detection();
   scheduler_.start();
 }
 

@@ -1,0 +1,146 @@
+// mail_provider.h — `MailProvider`, what serves one scheme for the PostOffice, and the option and
+// result types of the mail verbs.
+//
+// The PostOffice (post_office.h) routes an address by its scheme to a provider (M-ADDR-3). It
+// parses and validates the address first (M-ADDR-2), checks `can()`, and only then calls the
+// provider, so a provider method receives a valid, canonical MailAddress of its own scheme and is
+// only called for operations it declared. Optional operations have default implementations that
+// return UnsupportedCapability; override the ones you declare.
+//
+// What every provider guarantees (the conformance suite, tests/mail/mail_conformance.h, checks
+// it for each provider):
+//   * Queue mailboxes (M-KIND-1): a letter posted while a subscriber exists is pushed to every
+//     subscriber and not queued; with none it is queued for fetch; a queued letter is never
+//     pushed to a subscriber that appears later.
+//   * `post` mints the system headers and strips sender-supplied ones (M-RETRY-3), and returns
+//     at dispatch, not at settlement.
+//   * `subscribe` returns once established (M-RECV-2); push consumers settle by their status
+//     (M-ACK-4); a broadcast settles per delivery (M-RETRY-1); the settle watchdog (M-RETRY-4).
+//   * `fetch` leases are fixed at hand-out; one handle settles once; settlement is keyed by the
+//     copy (M-ACK-1, M-ACK-2); `peek` changes nothing (M-RECV-3).
+//   * `stop` tears down every subscription and never deletes the backlog unless asked to purge;
+//     after it, `status` reports zero subscribers for the provider's subscriptions.
+//
+// Threading: every method may be called from any thread, including from inside a subscription
+// callback. Callbacks run on threads the provider owns.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "postal/mail/capability.h"
+#include "postal/mail/delivery.h"
+#include "postal/mail/letter.h"
+#include "postal/mail/mail_address.h"
+#include "postal/mail/mail_status.h"
+#include "postal/mail/subscription.h"
+
+namespace postal::mail {
+
+// M-ACK-1: the lease a manual fetch takes out unless it asks otherwise.
+inline constexpr absl::Duration kDefaultAckTimeout = absl::Seconds(30);
+// M-RETRY-4: how long one push delivery attempt may run before it counts as cancelled.
+inline constexpr absl::Duration kDefaultDeliverySettleTimeout = absl::Seconds(30);
+
+// A push consumer. OK = handled; a retriable error = unhandled; any other error = discard
+// (M-ACK-4, mail_errors.h). An exception escaping it counts as a plain error. The provider never
+// invokes one subscription's callback concurrently with itself.
+using MailHandler = absl::AnyInvocable<absl::Status(const Letter&)>;
+
+enum class AckMode : uint8_t { kAuto, kManual };
+
+struct FetchOptions {
+  AckMode ack = AckMode::kAuto;
+  // The lease of a manual fetch, fixed at hand-out; absl::ZeroDuration() = never expires.
+  // Negative → InvalidArgument. Ignored by an auto fetch.
+  absl::Duration ack_timeout = kDefaultAckTimeout;
+};
+
+struct SubscribeOptions {
+  std::string label = {};  // shown in diagnostics
+};
+
+struct StopOptions {
+  bool purge = false;  // also drop the backlog (queued and in-flight copies)
+};
+
+enum class PostPath : uint8_t { kPushed, kQueued };  // M-KIND-1: exactly one of the two
+
+struct PostReceipt {
+  std::string address;     // canonical
+  std::string message_id;  // the sender's, or the minted one
+  std::string send_id;     // mbx-send-id of this copy
+  PostPath path = PostPath::kQueued;
+  size_t deliveries = 0;  // subscribers it was pushed to
+};
+
+enum class CopyState : uint8_t { kQueued, kInFlight, kParked };
+std::string_view to_string(CopyState state);  // "queued", "in-flight", "parked"
+
+// One copy found by locate() (M-ACK-5).
+struct CopyInfo {
+  CopyKey key;  // lease_id != 0 only while in flight
+  std::string message_id;
+  CopyState state = CopyState::kQueued;
+};
+
+struct RecoverResult {
+  uint64_t reclaimed = 0;
+  bool supported = true;  // false: the provider has no leases to reclaim; 0 is not "all clear"
+};
+
+struct RecoverAllResult {
+  uint64_t reclaimed = 0;
+  std::map<std::string, uint64_t> by_address;      // only addresses that reclaimed something
+  std::vector<std::string> unreachable_providers;  // schemes that cannot recover
+};
+
+class MailProvider {
+ public:
+  virtual ~MailProvider() = default;
+
+  // The scheme served, lowercase (e.g. "mem").
+  virtual std::string_view scheme() const = 0;
+  // Whether `op` is supported (for `address`, when given).
+  virtual bool can(Capability op, const MailAddress* address = nullptr) const = 0;
+  // Whether a provider-specific disposition name is understood (the core three always are).
+  virtual bool understands(std::string_view /*disposition*/) const { return false; }
+
+  virtual absl::Status start() = 0;
+  virtual void stop(const StopOptions& options) = 0;
+
+  virtual absl::StatusOr<PostReceipt> post(const MailAddress& to, Letter letter) = 0;
+  virtual absl::StatusOr<Subscription> subscribe(const MailAddress& address, MailHandler handler,
+                                                 const SubscribeOptions& options) = 0;
+  // nullopt when nothing is queued.
+  virtual absl::StatusOr<std::optional<Delivery>> fetch(const MailAddress& address,
+                                                        const FetchOptions& options) = 0;
+  virtual absl::StatusOr<MailboxStatus> status(const MailAddress& address) = 0;
+
+  // Optional operations, each guarded by its capability.
+  virtual absl::StatusOr<std::vector<Letter>> peek(const MailAddress& address, size_t limit);
+  virtual absl::StatusOr<std::vector<MailboxStatus>> list_status();  // kEnumerate
+  virtual absl::StatusOr<uint64_t> recover(const MailAddress& address);
+  virtual absl::StatusOr<std::map<std::string, uint64_t>> recover_all();  // kRecover
+  virtual absl::StatusOr<uint64_t> clear();
+  virtual absl::StatusOr<std::vector<CopyInfo>> locate(std::string_view message_id);
+  // kSettleByKey; `key.address` is canonical and of this provider's scheme.
+  virtual absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition);
+  virtual absl::StatusOr<MailAddress> dead_letter_topic(const MailAddress& address);
+  virtual absl::StatusOr<std::vector<Letter>> peek_parked(const MailAddress& address, size_t limit);
+  virtual absl::StatusOr<uint64_t> purge_parked(const MailAddress& address);
+  // OK once no delivery dispatched by this provider is queued or running; DeadlineExceeded at
+  // `deadline`. Deliveries waiting in a retry backoff do not count: they wait for time. Called
+  // from inside a callback it waits for that callback too, so it can only time out.
+  virtual absl::Status wait_idle(absl::Time deadline);
+};
+
+}  // namespace postal::mail

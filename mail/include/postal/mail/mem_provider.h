@@ -1,0 +1,118 @@
+// mem_provider.h — `MemProvider`, the in-process provider of the `mem:` scheme: queue mailboxes
+// (M-KIND-1) on a MemBus, with everything in M-RECV-1…3, M-ACK-1…5, M-RETRY-1…4, M-DLQ-1…3 and
+// M-STAT-1…2. docs/mail.md is the user's guide; this is the contract.
+//
+//   auto provider = MemProvider::create({.bus = MemBus::isolated(),
+//                                        .retry = RetryPolicy{.max_attempts = 3},
+//                                        .dead_letter = DeadLetterOptions{}});
+//
+// Push deliveries. Callbacks run on a small executor the provider owns (threads started on
+// demand, at most `max_delivery_threads`); each subscription is a serial strand, so one
+// subscription's callback is never run concurrently with itself and sees first attempts in post
+// order. `post` returns at dispatch. A broadcast is settled once every delivery has settled,
+// retries included (M-RETRY-1):
+//   some delivery handled            → not requeued; the failed deliveries are given up (one
+//                                      dead-letter record for the letter)
+//   none handled, one or more failed retriably (or cancelled)
+//                                    → one copy back at the head of the queue
+//   every delivery failed fatally    → given up (dead-lettered when enabled, else dropped)
+// The configuration of the subscriber's provider governs its delivery (retry policy, watchdog);
+// the configuration of the posting provider governs the broadcast's give-up (dead letters).
+//
+// Leases. A manual fetch takes out a lease of its own `ack_timeout` (0 = never expires). Expired
+// leases are reclaimed — back to the head of the queue, or given up with reason `expired-lease`
+// past `max_delivery_rounds` — by the next manual fetch of that mailbox, by recover(), or by the
+// opt-in sweeper (`lease_sweep_interval`). A settlement after the lease's expiry returns false and
+// changes nothing; the copy then waits, overdue, for its reclaim.
+//
+// Dead letters (opt-in: `dead_letter`). A give-up from mailbox X at dead-letter depth d (d = how
+// many times the suffix ends X's path) writes one record to X + suffix at depth d + 1, or, when
+// d + 1 > max_nesting, parks it in X (`mbx-dead-letter-terminal: true`; never fetched, counted by
+// `mem.parkedCount`, read by peek_parked, removed by purge_parked). `create` refuses a suffix that
+// canonicalization would rewrite. Without it, a give-up drops the copy and counts it in
+// `mem.droppedCount`.
+//
+// Status extension keys: mem.subscriberCount, mem.parkedCount, mem.overdueInFlightCount,
+// mem.oldestOverdueMs, mem.pendingDeliveryCount, mem.droppedCount, mem.watchdogCancelledCount.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "postal/mail/mail_provider.h"
+#include "postal/mail/mem_bus.h"
+#include "postal/mail/retry_policy.h"
+
+namespace postal::mail {
+
+namespace mem_internal {
+class CoreState;
+}
+
+struct DeadLetterOptions {
+  static constexpr size_t kUnlimitedNesting = std::numeric_limits<size_t>::max();
+  std::string suffix = "_dlq";  // appended to the path; must already be canonical (M-DLQ-3)
+  size_t max_nesting = 1;       // dead-letter depth cap; records past it are parked (M-DLQ-2)
+};
+
+struct MemOptions {
+  std::shared_ptr<MemBus> bus = nullptr;            // null: MemBus::shared()
+  std::optional<RetryPolicy> retry = std::nullopt;  // null: a retriable failure only requeues
+  std::optional<DeadLetterOptions> dead_letter = std::nullopt;  // null: give-ups are dropped
+  absl::Duration delivery_settle_timeout = kDefaultDeliverySettleTimeout;  // 0: no watchdog
+  absl::Duration lease_sweep_interval = absl::ZeroDuration();              // 0: no sweeper
+  uint64_t max_delivery_rounds = 0;  // 0: unlimited; else a copy past it is given up, not requeued
+  size_t max_delivery_threads = 16;
+};
+
+class MemProvider final : public MailProvider {
+ public:
+  static constexpr std::string_view kScheme = "mem";
+
+  // InvalidArgument for a bad retry policy, a negative duration, zero threads; a dead-letter
+  // suffix that is not canonical fails with InvalidMailboxAddress.
+  static absl::StatusOr<std::unique_ptr<MemProvider>> create(MemOptions options = {});
+  ~MemProvider() override;  // stop() without purge
+
+  const MemOptions& options() const { return options_; }
+  MemBus& bus() const { return *options_.bus; }
+
+  std::string_view scheme() const override { return kScheme; }
+  bool can(Capability op, const MailAddress* address = nullptr) const override;
+
+  absl::Status start() override;
+  void stop(const StopOptions& options) override;
+
+  absl::StatusOr<PostReceipt> post(const MailAddress& to, Letter letter) override;
+  absl::StatusOr<Subscription> subscribe(const MailAddress& address, MailHandler handler,
+                                         const SubscribeOptions& options) override;
+  absl::StatusOr<std::optional<Delivery>> fetch(const MailAddress& address,
+                                                const FetchOptions& options) override;
+  absl::StatusOr<MailboxStatus> status(const MailAddress& address) override;
+  absl::StatusOr<std::vector<Letter>> peek(const MailAddress& address, size_t limit) override;
+  absl::StatusOr<std::vector<MailboxStatus>> list_status() override;
+  absl::StatusOr<uint64_t> recover(const MailAddress& address) override;
+  absl::StatusOr<std::map<std::string, uint64_t>> recover_all() override;
+  absl::StatusOr<uint64_t> clear() override;
+  absl::StatusOr<std::vector<CopyInfo>> locate(std::string_view message_id) override;
+  absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition) override;
+  absl::StatusOr<MailAddress> dead_letter_topic(const MailAddress& address) override;
+  absl::StatusOr<std::vector<Letter>> peek_parked(const MailAddress& address,
+                                                  size_t limit) override;
+  absl::StatusOr<uint64_t> purge_parked(const MailAddress& address) override;
+  absl::Status wait_idle(absl::Time deadline) override;
+
+ private:
+  explicit MemProvider(MemOptions options);
+
+  MemOptions options_;
+  std::shared_ptr<mem_internal::CoreState> core_;
+};
+
+}  // namespace postal::mail

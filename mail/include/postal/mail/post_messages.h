@@ -1,0 +1,264 @@
+// post_messages.h — the wire protocol between a `PostProvider` (post_provider.h) and the
+// `MailboxHost` actor (mailbox_host.h) that serves `post:` mailboxes.
+//
+// Every verb is one request message to the host, answered on its `reply_to` once port with a
+// `MailReply` (runtime::request). Which fields of the reply are filled depends on the verb; a
+// failed verb carries its status in `status` and nothing else. Push deliveries run the other
+// way: the host sends `MailPush` to the subscriber's port and waits for the `MailSettle` on the
+// push's own once port; a push that comes back undeliverable (the subscriber's proc is gone)
+// counts as unhandled (M-ACK-4) and ends that subscription.
+//
+// Addresses on the wire are canonical `post://` addresses; the host maps them onto its mem
+// provider (`mem://` with the same identity, M-ADDR-3) and back. Times are Unix nanoseconds in
+// the host's clock. Statuses cross whole: code, message and payloads, so IsRetriable,
+// IsInvalidMailboxAddress and friends answer the same on both sides.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cereal/types/optional.hpp"
+#include "cereal/types/string.hpp"
+#include "cereal/types/utility.hpp"
+#include "cereal/types/variant.hpp"
+#include "cereal/types/vector.hpp"
+#include "postal/mail/delivery.h"
+#include "postal/mail/letter.h"
+#include "postal/mail/mail_provider.h"
+#include "postal/mail/mail_status.h"
+#include "postal/runtime/port.h"
+
+namespace postal::mail {
+
+// An absl::Status on the wire.
+struct WireStatus {
+  int32_t code = 0;  // absl::StatusCode
+  std::string message;
+  std::vector<std::pair<std::string, std::string>> payloads;
+  template <class A>
+  void serialize(A& a) {
+    a(code, message, payloads);
+  }
+  static WireStatus of(const absl::Status& status);
+  absl::Status to_status() const;
+};
+
+struct WireLetter {
+  std::string id, from, to;
+  wire::Headers headers;
+  uint64_t type_hash = 0;  // 0: no body
+  std::string bytes;
+  template <class A>
+  void serialize(A& a) {
+    a(id, from, to, headers, type_hash, bytes);
+  }
+  // Fails when the body cannot be serialized (an unregistered type).
+  static absl::StatusOr<WireLetter> of(const Letter& letter);
+  Letter to_letter() const;
+};
+
+struct WireKey {
+  std::string address;
+  std::string send_id;
+  uint64_t lease_id = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(address, send_id, lease_id);
+  }
+};
+
+struct WireMailboxStatus {
+  std::string address;
+  uint8_t state = 0;   // MailboxState
+  int8_t exists = -1;  // -1: cannot tell, 0: false, 1: true
+  uint64_t unread = 0, in_flight = 0;
+  std::optional<int64_t> last_activity_ns;
+  std::vector<std::pair<std::string, std::variant<bool, int64_t, double, std::string>>> extensions;
+  template <class A>
+  void serialize(A& a) {
+    a(address, state, exists, unread, in_flight, last_activity_ns, extensions);
+  }
+  static WireMailboxStatus of(const MailboxStatus& s);
+  MailboxStatus to_status() const;
+};
+
+struct WireCopy {
+  WireKey key;
+  std::string message_id;
+  uint8_t state = 0;  // CopyState
+  template <class A>
+  void serialize(A& a) {
+    a(key, message_id, state);
+  }
+};
+
+// The one reply type of every verb.
+struct MailReply {
+  WireStatus status;
+  std::vector<WireLetter> letters;                       // fetch (0 or 1), peek, peek_parked
+  WireKey key;                                           // fetch
+  std::optional<int64_t> lease_expires_ns;               // fetch (manual, expiring lease)
+  std::vector<WireMailboxStatus> statuses;               // status (1), list_status
+  std::vector<WireCopy> copies;                          // locate
+  std::vector<std::pair<std::string, uint64_t>> counts;  // recover_all
+  uint64_t count = 0;  // recover, clear, purge_parked; hello: capability bits; post: deliveries
+  bool flag = false;   // settle: took effect; post: pushed
+  std::string text;    // subscribe: subscription id; dead_letter_topic; post: address
+  std::string text2;   // post: message id
+  std::string text3;   // post: send id
+  template <class A>
+  void serialize(A& a) {
+    a(status, letters, key, lease_expires_ns, statuses, copies, counts, count, flag, text, text2,
+      text3);
+  }
+};
+
+// The callback's result for one push (M-ACK-4 is applied by the host from this status).
+struct MailSettle {
+  uint64_t delivery_id = 0;
+  WireStatus result;
+  template <class A>
+  void serialize(A& a) {
+    a(delivery_id, result);
+  }
+};
+
+struct MailPush {
+  using Reply = MailSettle;
+  std::string subscription_id;
+  uint64_t delivery_id = 0;  // minted by the host; 0 is the subscriber's local wake-up
+  WireLetter letter;
+  runtime::OncePortRef<MailSettle> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(subscription_id, delivery_id, letter, reply_to);
+  }
+};
+
+// ---- the verbs ----
+struct MailHello {  // capabilities of the host's provider (count: bit i = Capability i)
+  using Reply = MailReply;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(reply_to);
+  }
+};
+struct MailPost {
+  using Reply = MailReply;
+  std::string address;
+  WireLetter letter;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(address, letter, reply_to);
+  }
+};
+struct MailFetch {
+  using Reply = MailReply;
+  std::string address;
+  bool manual = false;
+  int64_t ack_timeout_ns = 0;  // manual only; 0 = never expires
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(address, manual, ack_timeout_ns, reply_to);
+  }
+};
+struct MailSettleKey {  // settle(key, disposition) → flag
+  using Reply = MailReply;
+  WireKey key;
+  std::string disposition;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(key, disposition, reply_to);
+  }
+};
+struct MailPeek {  // peek, or peek_parked when `parked`
+  using Reply = MailReply;
+  std::string address;
+  uint64_t limit = 1;
+  bool parked = false;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(address, limit, parked, reply_to);
+  }
+};
+struct MailStatusQuery {  // status(address); every mailbox when `address` is empty
+  using Reply = MailReply;
+  std::string address;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(address, reply_to);
+  }
+};
+struct MailSubscribe {
+  using Reply = MailReply;
+  std::string address;
+  std::string label;
+  runtime::PortRef<MailPush> subscriber;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(address, label, subscriber, reply_to);
+  }
+};
+struct MailUnsubscribe {  // answered once no callback of the subscription runs any more
+  using Reply = MailReply;
+  std::string subscription_id;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(subscription_id, reply_to);
+  }
+};
+struct MailRecover {  // recover(address); recover_all when `address` is empty
+  using Reply = MailReply;
+  std::string address;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(address, reply_to);
+  }
+};
+// Admin verbs on the host's backlog, by `op`: "clear", "locate" (arg: message id),
+// "dead-letter-topic" (arg: address), "purge-parked" (arg: address), "wait-idle" (arg: timeout
+// in milliseconds, decimal).
+struct MailAdmin {
+  using Reply = MailReply;
+  std::string op;
+  std::string arg;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(op, arg, reply_to);
+  }
+};
+
+// Address mapping between the post scheme (the caller's) and the mem scheme (the host's store).
+std::string post_to_mem(const MailAddress& post_address);
+std::string mem_to_post(std::string_view mem_canonical);
+
+}  // namespace postal::mail
+
+POSTAL_MESSAGE(postal::mail::MailReply, "postal.mail.Reply");
+POSTAL_MESSAGE(postal::mail::MailSettle, "postal.mail.Settle");
+POSTAL_MESSAGE(postal::mail::MailPush, "postal.mail.Push");
+POSTAL_MESSAGE(postal::mail::MailHello, "postal.mail.Hello");
+POSTAL_MESSAGE(postal::mail::MailPost, "postal.mail.Post");
+POSTAL_MESSAGE(postal::mail::MailFetch, "postal.mail.Fetch");
+POSTAL_MESSAGE(postal::mail::MailSettleKey, "postal.mail.SettleKey");
+POSTAL_MESSAGE(postal::mail::MailPeek, "postal.mail.Peek");
+POSTAL_MESSAGE(postal::mail::MailStatusQuery, "postal.mail.StatusQuery");
+POSTAL_MESSAGE(postal::mail::MailSubscribe, "postal.mail.Subscribe");
+POSTAL_MESSAGE(postal::mail::MailUnsubscribe, "postal.mail.Unsubscribe");
+POSTAL_MESSAGE(postal::mail::MailRecover, "postal.mail.Recover");
+POSTAL_MESSAGE(postal::mail::MailAdmin, "postal.mail.Admin");

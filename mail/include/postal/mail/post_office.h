@@ -1,0 +1,116 @@
+// post_office.h — `PostOffice`, the mail kernel: routes a mail address to the provider of its
+// scheme (M-ADDR-3) and offers the verbs (M-RECV-1).
+//
+//   PostOffice office;
+//   office.register_provider(*MemProvider::create());
+//   office.start();
+//   absl::StatusOr<Subscription> sub = office.subscribe("mem:svc@example.com/inbox", handler);
+//   office.post("mem:svc@example.com/inbox", Letter::text("hello"));
+//
+// Every entry point parses the address first (M-ADDR-2): a malformed address, a query or a
+// fragment fails with InvalidMailboxAddress and nothing is enqueued. Then the scheme picks the
+// provider (UnknownScheme when none is registered), then the provider's capability declaration
+// is checked (UnsupportedCapability, before anything changes). All errors are statuses; nothing
+// throws.
+//
+// Lifecycle. `start()` starts every provider. `stop()` stops them: every subscription is torn
+// down, and the backlog is kept — a provider started again sees it; `stop({.purge = true})`
+// drops it. The destructor stops without purging. post, subscribe, fetch, settle, recover and
+// clear need a started office (FailedPrecondition otherwise); the read-only verbs — status,
+// peek, locate, peek_parked, dead_letter_topic — work at any time, and a stopped provider
+// reports its known mailboxes `offline`.
+//
+// Thread-safety: every method may be called concurrently, including from inside a subscription
+// callback. Providers are registered for the office's lifetime (never removed), so the pointers
+// `provider()` returns stay valid until the office is destroyed.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "postal/mail/mail_errors.h"
+#include "postal/mail/mail_provider.h"
+
+namespace postal::mail {
+
+class PostOffice {
+ public:
+  PostOffice() = default;
+  ~PostOffice();
+  PostOffice(const PostOffice&) = delete;
+  PostOffice& operator=(const PostOffice&) = delete;
+
+  // Takes ownership. AlreadyExists when the scheme is taken; a provider registered while the
+  // office runs is started at once.
+  absl::Status register_provider(std::unique_ptr<MailProvider> provider);
+  // The provider for `scheme` ("mem" or "mem:"), or nullptr.
+  MailProvider* provider(std::string_view scheme) const;
+  template <class P>
+  P* provider_as(std::string_view scheme) const {
+    return dynamic_cast<P*>(provider(scheme));
+  }
+
+  absl::Status start();
+  void stop(const StopOptions& options = {});
+  bool running() const;
+
+  // ---- the verbs (M-RECV-1) ----
+  absl::StatusOr<PostReceipt> post(std::string_view address, Letter letter);
+  absl::StatusOr<Subscription> subscribe(std::string_view address, MailHandler handler,
+                                         const SubscribeOptions& options = {});
+  absl::StatusOr<std::optional<Delivery>> fetch(std::string_view address,
+                                                const FetchOptions& options = {});
+  // Read-only copies of up to `limit` queued letters, oldest first (M-RECV-3).
+  absl::StatusOr<std::vector<Letter>> peek(std::string_view address, size_t limit = 1);
+
+  // ---- status (M-STAT) ----
+  // A provider that cannot answer status queries yields state kUnknown with `exists` unset.
+  absl::StatusOr<MailboxStatus> status(std::string_view address);
+  MailSnapshot status();
+
+  // ---- leases (M-ACK-3, M-ACK-5) ----
+  // Reclaims expired leases of one mailbox; `supported` false when its provider has no leases.
+  absl::StatusOr<RecoverResult> recover(std::string_view address);
+  RecoverAllResult recover();
+  // Every copy with this sender-chosen id, in every provider that can locate. Read-only.
+  absl::StatusOr<std::vector<CopyInfo>> locate(std::string_view message_id);
+  // Settles a lease by its key (from locate() or Delivery::key()).
+  absl::StatusOr<bool> settle(const CopyKey& key, Disposition disposition);
+  absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition);
+
+  // ---- backlog and dead letters (M-DLQ) ----
+  // Drops every provider's backlog (queued and in-flight copies), never subscriptions; returns
+  // how many copies were dropped.
+  absl::StatusOr<uint64_t> clear();
+  absl::StatusOr<MailAddress> dead_letter_topic(std::string_view address);
+  absl::StatusOr<std::vector<Letter>> peek_parked(std::string_view address, size_t limit = 100);
+  absl::StatusOr<uint64_t> purge_parked(std::string_view address);
+
+  // Waits until every provider that can is idle (MailProvider::wait_idle).
+  absl::Status wait_idle(absl::Duration timeout);
+
+ private:
+  struct Route {
+    MailAddress address;
+    MailProvider* provider;
+  };
+  // Parses, finds the provider, checks `op`. `verb` names the entry point in errors.
+  absl::StatusOr<Route> route(std::string_view address, Capability op, std::string_view verb,
+                              bool needs_running) const;
+  absl::Status check_running(std::string_view verb) const;
+  std::vector<MailProvider*> providers() const;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<MailProvider>, std::less<>> providers_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace postal::mail

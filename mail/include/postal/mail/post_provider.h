@@ -1,0 +1,108 @@
+// post_provider.h — `PostProvider`, the provider of the `post:` scheme: mailboxes served by a
+// `MailboxHost` actor (mailbox_host.h) somewhere in the topology, reached through the runtime.
+//
+//   auto client = runtime::Client::attach(node->proc(), "mail-client");      // the caller's proc
+//   auto provider = PostProvider::create({.context = std::move(client),      // shared ownership
+//                                         .host = host_actor_address});
+//   office.register_provider(*std::move(provider));
+//   office.post("post:orders@shop.example/inbox", Letter::text("hi"));
+//
+// Routing. One PostProvider talks to one MailboxHost: every `post://user@host/path` address it
+// is given is served by that host (the `host` part of a mail address is part of the mailbox's
+// identity, M-ADDR-3, not a network location). Reach several hosts with several PostOffices.
+//
+// Every verb is a request to the host with `timeout`; a lost host (the request comes back
+// undeliverable, or no answer in time) fails the verb with Unavailable naming the host. The
+// host applies every queue rule (it wraps a mem provider), so this provider promises what the
+// mem provider promises, across procs: the conformance suite runs against it unchanged.
+//
+// Subscriptions. `subscribe` opens a port on the caller's proc and registers it at the host;
+// pushes arrive there and the callback runs on a thread this provider owns (one per
+// subscription: never concurrent with itself); its status goes back as the settlement (M-ACK-4).
+// When the subscriber's proc dies, its pushes come back undeliverable to the host, which treats
+// them as unhandled (back to the queue, M-RETRY-1) and drops the subscription.
+//
+// Leases. A manual fetch's lease lives at the host, fixed at hand-out in the host's clock
+// (M-ACK-1); `Delivery::ack` settles it by key. If the fetching proc dies, its leases come back
+// when they expire (M-ACK-3) — or at once, when a push to that proc comes back undeliverable
+// first. Prefer a finite `ack_timeout` for consumers on other procs.
+//
+// stop() ends this provider's subscriptions; the host and its backlog stay (they belong to the
+// topology). stop({.purge = true}) also clears the host's whole backlog, like clear().
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "postal/mail/mail_provider.h"
+#include "postal/runtime/address.h"
+#include "postal/runtime/send_context.h"
+
+namespace postal::mail {
+
+namespace post_internal {
+struct Link;
+class PostSubscription;
+}  // namespace post_internal
+
+struct PostOptions {
+  // Who sends: a Client (or other context) on the caller's proc. Shared: the provider, its
+  // subscriptions and outstanding Delivery handles keep it alive.
+  std::shared_ptr<runtime::SendContext> context;
+  runtime::ActorAddr host;                     // the MailboxHost actor
+  absl::Duration timeout = absl::Seconds(10);  // per request
+};
+
+class PostProvider final : public MailProvider {
+ public:
+  static constexpr std::string_view kScheme = "post";
+
+  // InvalidArgument without a context or with a non-positive timeout. Does not contact the host.
+  static absl::StatusOr<std::unique_ptr<PostProvider>> create(PostOptions options);
+  ~PostProvider() override;  // stop() without purge
+
+  std::string_view scheme() const override { return kScheme; }
+  // What the host declared at start(); before start, the core verbs only.
+  bool can(Capability op, const MailAddress* address = nullptr) const override;
+
+  // Asks the host for its capabilities; Unavailable naming the host when it does not answer.
+  absl::Status start() override;
+  void stop(const StopOptions& options) override;
+
+  absl::StatusOr<PostReceipt> post(const MailAddress& to, Letter letter) override;
+  absl::StatusOr<Subscription> subscribe(const MailAddress& address, MailHandler handler,
+                                         const SubscribeOptions& options) override;
+  absl::StatusOr<std::optional<Delivery>> fetch(const MailAddress& address,
+                                                const FetchOptions& options) override;
+  // A stopped provider reports a known mailbox `offline` (the host's counts stay accurate).
+  absl::StatusOr<MailboxStatus> status(const MailAddress& address) override;
+  absl::StatusOr<std::vector<Letter>> peek(const MailAddress& address, size_t limit) override;
+  absl::StatusOr<std::vector<MailboxStatus>> list_status() override;
+  absl::StatusOr<uint64_t> recover(const MailAddress& address) override;
+  absl::StatusOr<std::map<std::string, uint64_t>> recover_all() override;
+  absl::StatusOr<uint64_t> clear() override;
+  absl::StatusOr<std::vector<CopyInfo>> locate(std::string_view message_id) override;
+  absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition) override;
+  absl::StatusOr<MailAddress> dead_letter_topic(const MailAddress& address) override;
+  absl::StatusOr<std::vector<Letter>> peek_parked(const MailAddress& address,
+                                                  size_t limit) override;
+  absl::StatusOr<uint64_t> purge_parked(const MailAddress& address) override;
+  absl::Status wait_idle(absl::Time deadline) override;
+
+ private:
+  explicit PostProvider(std::shared_ptr<post_internal::Link> link);
+
+  std::shared_ptr<post_internal::Link> link_;
+  mutable absl::Mutex mu_;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<uint64_t> capabilities_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<post_internal::PostSubscription>> subs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace postal::mail

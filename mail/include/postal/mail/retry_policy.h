@@ -1,0 +1,35 @@
+// retry_policy.h — opt-in redelivery of a failing subscriber (M-RETRY-2).
+//
+// Without a policy a retriable failure only sends the message back to the queue (M-ACK-4), and
+// a fetch consumer decides what happens next. With one, the provider re-invokes the failing
+// subscriber — only that one: the others of the broadcast already ran their side effects — with
+// exponential backoff, up to `max_attempts` attempts in total (the first included):
+//
+//   delay after failed attempt n = min(base_delay · 2^(n-1), max_delay)
+//
+// A fatal (non-retriable) error ends the chain at once. An exhausted budget is not a give-up:
+// the delivery counts as a retriable failure, so the message goes back to the queue when no
+// delivery of the broadcast succeeded (M-RETRY-1). The backoff wait is not an attempt: the
+// settle watchdog (M-RETRY-4) never counts it.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace postal::mail {
+
+struct RetryPolicy {
+  uint32_t max_attempts = 3;
+  absl::Duration base_delay = absl::Seconds(1);
+  absl::Duration max_delay = absl::Minutes(5);
+
+  // InvalidArgument unless max_attempts >= 1 and 0 <= base_delay <= max_delay.
+  absl::Status validate() const;
+};
+
+// The wait before the attempt after `failed_attempt` (1-based).
+absl::Duration next_retry_delay(const RetryPolicy& policy, uint32_t failed_attempt);
+
+}  // namespace postal::mail

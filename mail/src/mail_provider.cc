@@ -1,0 +1,47 @@
+// Default implementations of MailProvider's optional operations: UnsupportedCapability.
+#include "postal/mail/mail_provider.h"
+
+#include "postal/mail/mail_errors.h"
+
+namespace postal::mail {
+namespace {
+
+absl::Status unsupported(const MailProvider& p, Capability op) {
+  return UnsupportedCapabilityError(p.scheme(), to_string(op), "");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Letter>> MailProvider::peek(const MailAddress&, size_t) {
+  return unsupported(*this, Capability::kPeek);
+}
+absl::StatusOr<std::vector<MailboxStatus>> MailProvider::list_status() {
+  return unsupported(*this, Capability::kEnumerate);
+}
+absl::StatusOr<uint64_t> MailProvider::recover(const MailAddress&) {
+  return unsupported(*this, Capability::kRecover);
+}
+absl::StatusOr<std::map<std::string, uint64_t>> MailProvider::recover_all() {
+  return unsupported(*this, Capability::kRecover);
+}
+absl::StatusOr<uint64_t> MailProvider::clear() { return unsupported(*this, Capability::kClear); }
+absl::StatusOr<std::vector<CopyInfo>> MailProvider::locate(std::string_view) {
+  return unsupported(*this, Capability::kLocate);
+}
+absl::StatusOr<bool> MailProvider::settle(const CopyKey&, std::string_view) {
+  return unsupported(*this, Capability::kSettleByKey);
+}
+absl::StatusOr<MailAddress> MailProvider::dead_letter_topic(const MailAddress&) {
+  return unsupported(*this, Capability::kDeadLetter);
+}
+absl::StatusOr<std::vector<Letter>> MailProvider::peek_parked(const MailAddress&, size_t) {
+  return unsupported(*this, Capability::kParked);
+}
+absl::StatusOr<uint64_t> MailProvider::purge_parked(const MailAddress&) {
+  return unsupported(*this, Capability::kParked);
+}
+absl::Status MailProvider::wait_idle(absl::Time) {
+  return unsupported(*this, Capability::kWaitIdle);
+}
+
+}  // namespace postal::mail

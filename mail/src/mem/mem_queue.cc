@@ -1,0 +1,208 @@
+// The mem provider's queue: the two exclusive paths of a post (M-KIND-1), leases and their
+// settlement (M-ACK-1…3), requeue without duplicates (M-RETRY-2), status (M-STAT-1).
+#include <algorithm>
+#include <atomic>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "mem_state.h"
+#include "postal/wire/absl_compat.h"
+
+namespace postal::mail::mem_internal {
+
+Topic& BusState::topic_locked(const MailAddress& address) {
+  auto [it, inserted] = topics.try_emplace(address.canonical(), address);
+  return it->second;
+}
+
+Topic* BusState::find_locked(std::string_view canonical) {
+  auto it = topics.find(std::string(canonical));
+  return it == topics.end() ? nullptr : &it->second;
+}
+
+uint64_t round_of(const Letter& letter) { return letter.headers.get(kRound).value_or(0); }
+
+Letter stamp_for_send(Letter letter, const MailAddress& to, absl::Time now) {
+  // M-RETRY-3: system headers are minted here and never taken from the sender.
+  strip_system_headers(letter.headers);
+  if (letter.id.empty()) letter.id = mint_send_id();
+  letter.to = to.canonical();
+  letter.headers.set(kSendId, mint_send_id());
+  letter.headers.set(kSentAt, format_iso8601(now));
+  return letter;
+}
+
+void warn(std::string_view what) {
+  // Rate limited: the first 100 warnings, then one in 1000.
+  static std::atomic<uint64_t> count{0};
+  uint64_t n = count.fetch_add(1, std::memory_order_relaxed);
+  if (n < 100 || n % 1000 == 0) std::cerr << "postal: mail: " << what << "\n";
+}
+
+PostReceipt post_locked(BusState& bus, const std::shared_ptr<const Config>& poster, Topic& topic,
+                        Letter letter) {
+  PostReceipt receipt;
+  receipt.address = topic.address.canonical();
+  receipt.message_id = letter.id;
+  receipt.send_id = letter.headers.get(kSendId).value_or("");
+  topic.last_activity = bus.clock->now();
+  // M-KIND-1: with no subscriber the letter is queued for fetch; otherwise it is pushed to every
+  // subscriber and not queued. The two paths are exclusive.
+  if (topic.subscribers.empty()) {
+    topic.queue.push_back(std::move(letter));
+    receipt.path = PostPath::kQueued;
+    return receipt;
+  }
+  letter.headers.set(kRound, round_of(letter) + 1);
+  auto barrier = std::make_shared<Barrier>();
+  barrier->topic = receipt.address;
+  barrier->letter = std::move(letter);
+  barrier->poster = poster;
+  std::vector<std::shared_ptr<SubscriberState>> subs = topic.subscribers;
+  barrier->remaining = subs.size();
+  receipt.path = PostPath::kPushed;
+  receipt.deliveries = subs.size();
+  topic.pending_deliveries += subs.size();
+  for (const std::shared_ptr<SubscriberState>& sub : subs) {
+    auto chain = std::make_shared<Chain>();
+    chain->barrier = barrier;
+    chain->sub = sub;
+    sub->chains.insert(chain);
+    start_attempt_locked(bus, chain);
+  }
+  return receipt;
+}
+
+std::optional<Delivery> fetch_locked(BusState& bus, const std::shared_ptr<CoreState>& core,
+                                     Topic& topic, const FetchOptions& options) {
+  bool manual = options.ack == AckMode::kManual;
+  // M-ACK-3: the next manual fetch reclaims expired leases first.
+  if (manual) reclaim_expired_locked(bus, core->config, topic);
+  if (topic.queue.empty()) return std::nullopt;
+  Letter letter = std::move(topic.queue.front());
+  topic.queue.pop_front();
+  letter.headers.set(kRound, round_of(letter) + 1);
+  letter.headers.set(kAttempt, uint64_t{1});
+  absl::Time now = bus.clock->now();
+  topic.last_activity = now;
+  CopyKey key{topic.address.canonical(), letter.headers.get(kSendId).value_or(""), 0};
+  if (!manual) return Delivery::settled(std::move(letter), std::move(key));
+  // M-ACK-1: the lease is fixed here, by this fetch's own timeout.
+  std::optional<absl::Time> expires;
+  if (options.ack_timeout > absl::ZeroDuration() &&
+      options.ack_timeout != absl::InfiniteDuration()) {
+    expires = now + options.ack_timeout;
+  }
+  key.lease_id = bus.next_lease++;
+  topic.in_flight[key.send_id] = Lease{letter, key.lease_id, expires};
+  return Delivery(std::move(letter), std::move(key), expires, core);
+}
+
+bool settle_locked(BusState& bus, const std::shared_ptr<const Config>& config, const CopyKey& key,
+                   Disposition disposition) {
+  // M-ACK-2: keyed by the copy and its lease, never by the sender-chosen id.
+  Topic* topic = bus.find_locked(key.address);
+  if (topic == nullptr || key.lease_id == 0) return false;
+  auto it = topic->in_flight.find(key.send_id);
+  if (it == topic->in_flight.end() || it->second.lease_id != key.lease_id) return false;
+  absl::Time now = bus.clock->now();
+  // A late settlement does not take effect: the lease is over, the copy waits for its reclaim.
+  if (it->second.expires.has_value() && *it->second.expires <= now) return false;
+  Letter letter = std::move(it->second.letter);
+  topic->in_flight.erase(it);
+  topic->last_activity = now;
+  switch (disposition) {
+    case Disposition::kHandled:
+      break;
+    case Disposition::kDiscard:
+      // Disposed first, archived after: the copy is never in the queue and the DLQ at once.
+      give_up_locked(bus, config, *topic, std::move(letter), DeadLetterReason::kConsumerNack, 1,
+                     "discarded by the consumer");
+      break;
+    case Disposition::kUnhandled:
+      requeue_locked(bus, config, *topic, std::move(letter), DeadLetterReason::kConsumerNack, 1,
+                     "returned unhandled by the consumer");
+      break;
+  }
+  return true;
+}
+
+bool requeue_locked(BusState& bus, const std::shared_ptr<const Config>& config, Topic& topic,
+                    Letter letter, DeadLetterReason cap_reason, uint32_t attempts,
+                    std::string_view error) {
+  std::string send_id = letter.headers.get(kSendId).value_or("");
+  // M-RETRY-2: a message is never queued twice.
+  if (topic.in_flight.contains(send_id)) return false;
+  for (const Letter& queued : topic.queue) {
+    if (queued.headers.get(kSendId) == send_id) return false;
+  }
+  if (config->max_rounds > 0 && round_of(letter) >= config->max_rounds) {
+    give_up_locked(
+        bus, config, topic, std::move(letter), cap_reason, attempts,
+        absl::StrCat(sv(error), "; delivery round cap (", config->max_rounds, ") reached"));
+    return false;
+  }
+  letter.headers.erase(kAttempt.name);
+  letter.headers.erase(kMaxAttempts.name);
+  topic.queue.push_front(std::move(letter));
+  return true;
+}
+
+uint64_t reclaim_expired_locked(BusState& bus, const std::shared_ptr<const Config>& config,
+                                Topic& topic) {
+  absl::Time now = bus.clock->now();
+  std::vector<Lease> expired;
+  for (auto it = topic.in_flight.begin(); it != topic.in_flight.end();) {
+    if (it->second.expires.has_value() && *it->second.expires <= now) {
+      expired.push_back(std::move(it->second));
+      topic.in_flight.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  // Newest lease first, each to the head: the oldest ends up first in the queue.
+  std::sort(expired.begin(), expired.end(),
+            [](const Lease& a, const Lease& b) { return a.lease_id > b.lease_id; });
+  for (Lease& lease : expired) {
+    requeue_locked(bus, config, topic, std::move(lease.letter), DeadLetterReason::kExpiredLease, 1,
+                   "the lease expired");
+  }
+  if (!expired.empty()) topic.last_activity = now;
+  return expired.size();
+}
+
+uint64_t clear_topic_locked(Topic& topic) {
+  uint64_t n = topic.queue.size() + topic.in_flight.size();
+  topic.queue.clear();
+  topic.in_flight.clear();
+  return n;
+}
+
+MailboxStatus status_locked(const BusState& bus, const Topic& topic, bool running) {
+  MailboxStatus s;
+  s.address = topic.address.canonical();
+  s.state = running ? MailboxState::kOnline : MailboxState::kOffline;
+  s.exists = true;
+  s.unread_count = topic.queue.size();
+  s.in_flight_count = topic.in_flight.size();
+  s.last_activity_time = topic.last_activity;
+  absl::Time now = bus.clock->now();
+  int64_t overdue = 0;
+  absl::Duration oldest = absl::ZeroDuration();
+  for (const auto& [send_id, lease] : topic.in_flight) {
+    if (!lease.expires.has_value() || *lease.expires > now) continue;
+    ++overdue;
+    oldest = std::max(oldest, now - *lease.expires);
+  }
+  auto count = [](size_t n) { return StatusValue(static_cast<int64_t>(n)); };
+  s.extensions["mem.subscriberCount"] = count(topic.subscribers.size());
+  s.extensions["mem.parkedCount"] = count(topic.parked.size());
+  s.extensions["mem.overdueInFlightCount"] = StatusValue(overdue);
+  s.extensions["mem.oldestOverdueMs"] = StatusValue(absl::ToInt64Milliseconds(oldest));
+  s.extensions["mem.pendingDeliveryCount"] = count(topic.pending_deliveries);
+  s.extensions["mem.droppedCount"] = count(topic.dropped);
+  s.extensions["mem.watchdogCancelledCount"] = count(topic.watchdog_cancelled);
+  return s;
+}
+
+}  // namespace postal::mail::mem_internal

@@ -1,0 +1,195 @@
+// The mem provider's state and the functions that work on it (internal).
+//
+// One mutex per bus (`BusState::mu`) guards everything below: mailboxes, subscribers, delivery
+// chains, broadcast barriers and the providers' running flags. It is never held while a user
+// callback runs. Lock order: BusState::mu → Clock / DeliveryExecutor locks; clocks and executors
+// never call back into the bus while holding their own lock.
+//
+// Ownership (no cycles survive a stop or an unsubscribe):
+//   BusState ─ topics ─ Topic ─ subscribers ─▶ SubscriberState ─ chains ─▶ Chain ─▶ Barrier
+//   CoreState (one per provider) ─ subscribers ─▶ SubscriberState
+//   SubscriberState ─ weak ─▶ CoreState, BusState;  timers and executor tasks ─ weak ─▶ Chain
+//
+// Functions named `*_locked` require `mu`.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "delivery_executor.h"
+#include "postal/mail/clock.h"
+#include "postal/mail/delivery.h"
+#include "postal/mail/letter.h"
+#include "postal/mail/mail_address.h"
+#include "postal/mail/mail_provider.h"
+#include "postal/mail/mem_provider.h"
+#include "postal/mail/system_headers.h"
+
+namespace postal::mail::mem_internal {
+
+class BusState;
+class CoreState;
+struct Chain;
+
+// A provider's immutable delivery configuration.
+struct Config {
+  std::optional<RetryPolicy> retry;
+  std::optional<DeadLetterOptions> dead_letter;
+  absl::Duration settle_timeout;
+  uint64_t max_rounds = 0;
+};
+
+struct Lease {
+  Letter letter;  // as handed out (mbx-round stamped)
+  uint64_t lease_id = 0;
+  std::optional<absl::Time> expires;  // nullopt: never
+};
+
+struct SubscriberState {
+  uint64_t id = 0;
+  std::string topic;  // canonical address
+  std::string label;
+  MailHandler handler;  // invoked only by its strand, never under `mu`; released by unsubscribe
+  std::shared_ptr<const Config> config;
+  std::weak_ptr<CoreState> core;
+  std::weak_ptr<BusState> bus;
+  std::shared_ptr<DeliveryExecutor::Strand> strand;
+  // Guarded by BusState::mu.
+  bool active = true;
+  bool running = false;  // its callback is running
+  std::thread::id running_thread;
+  absl::flat_hash_set<std::shared_ptr<Chain>> chains;  // deliveries not settled yet
+};
+
+struct Topic {
+  explicit Topic(MailAddress a) : address(std::move(a)) {}
+  MailAddress address;
+  std::deque<Letter> queue;
+  absl::flat_hash_map<std::string, Lease> in_flight;  // by mbx-send-id
+  std::vector<Letter> parked;
+  std::vector<std::shared_ptr<SubscriberState>> subscribers;
+  std::optional<absl::Time> last_activity;
+  uint64_t pending_deliveries = 0;  // chains not settled
+  uint64_t dropped = 0;             // given up with no dead-letter queue
+  uint64_t watchdog_cancelled = 0;
+};
+
+// The outcome of one delivery (one subscriber, one letter, its whole retry chain).
+enum class Outcome : uint8_t { kHandled, kFatal, kRetriable, kCancelled };
+
+struct DeliveryResult {
+  Outcome outcome = Outcome::kHandled;
+  uint32_t attempts = 0;
+  std::string error;
+};
+
+// One broadcast: settled when every delivery has settled (M-RETRY-1).
+struct Barrier {
+  std::string topic;
+  Letter letter;                         // the copy as pushed (mbx-send-id, mbx-round)
+  std::shared_ptr<const Config> poster;  // whose give-up policy applies
+  size_t remaining = 0;
+  std::vector<DeliveryResult> results;
+};
+
+enum class Phase : uint8_t { kQueued, kRunning, kBackoff, kDone };
+
+struct Chain {
+  std::shared_ptr<Barrier> barrier;
+  std::shared_ptr<SubscriberState> sub;
+  uint32_t attempt = 0;
+  uint64_t token = 0;  // identifies the current attempt; stale timers and tasks compare it
+  Phase phase = Phase::kQueued;
+  Clock::TimerId watchdog = 0;
+  Clock::TimerId backoff = 0;
+  std::string last_error;  // of the last failed attempt, for a chain cancelled in its backoff
+};
+
+class BusState {
+ public:
+  explicit BusState(std::shared_ptr<Clock> c) : clock(std::move(c)) {}
+
+  absl::Mutex mu;
+  const std::shared_ptr<Clock> clock;
+  std::map<std::string, Topic> topics ABSL_GUARDED_BY(mu);  // sorted: snapshots are sorted
+  uint64_t next_lease ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_token ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_subscriber ABSL_GUARDED_BY(mu) = 1;
+  uint64_t busy ABSL_GUARDED_BY(mu) = 0;  // attempts queued or running (wait_idle)
+
+  Topic& topic_locked(const MailAddress& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Topic* find_locked(std::string_view canonical) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+};
+
+// One provider's engine: its configuration, executor and subscriptions. It settles the leases
+// its fetches hand out, so it outlives the provider while a Delivery does.
+class CoreState final : public LeaseSettler, public std::enable_shared_from_this<CoreState> {
+ public:
+  CoreState(std::shared_ptr<BusState> b, std::shared_ptr<const Config> c, size_t threads)
+      : bus(std::move(b)), config(std::move(c)), max_threads(threads) {}
+
+  bool settle(const CopyKey& key, Disposition disposition) override;
+  using LeaseSettler::settle;
+
+  const std::shared_ptr<BusState> bus;
+  const std::shared_ptr<const Config> config;
+  const size_t max_threads;
+  // Guarded by bus->mu.
+  bool running = false;
+  std::unique_ptr<DeliveryExecutor> executor;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<SubscriberState>> subscribers;
+  Clock::TimerId sweeper = 0;
+  uint64_t sweeper_generation = 0;
+};
+
+// ---- mem_queue.cc: the queue, leases and status ----
+// Mints nothing: `letter` arrives stamped. Pushes to every subscriber, or queues (M-KIND-1).
+PostReceipt post_locked(BusState& bus, const std::shared_ptr<const Config>& poster, Topic& topic,
+                        Letter letter);
+std::optional<Delivery> fetch_locked(BusState& bus, const std::shared_ptr<CoreState>& core,
+                                     Topic& topic, const FetchOptions& options);
+bool settle_locked(BusState& bus, const std::shared_ptr<const Config>& config, const CopyKey& key,
+                   Disposition disposition);
+// Back to the head of the queue unless already queued or in flight (never queued twice), or
+// given up with `cap_reason` past the round cap. True when it was queued.
+bool requeue_locked(BusState& bus, const std::shared_ptr<const Config>& config, Topic& topic,
+                    Letter letter, DeadLetterReason cap_reason, uint32_t attempts,
+                    std::string_view error);
+uint64_t reclaim_expired_locked(BusState& bus, const std::shared_ptr<const Config>& config,
+                                Topic& topic);
+MailboxStatus status_locked(const BusState& bus, const Topic& topic, bool running);
+uint64_t clear_topic_locked(Topic& topic);
+uint64_t round_of(const Letter& letter);
+
+// ---- mem_push.cc: push deliveries, retries, the watchdog (M-RETRY-1…4) ----
+void start_attempt_locked(BusState& bus, const std::shared_ptr<Chain>& chain);
+// Unsubscribes: cancels queued and backoff deliveries, then waits for a running callback
+// (unless it is the caller's). Takes `mu` itself.
+void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& sub);
+
+// ---- mem_dead_letter.cc: give-ups, dead-letter records, parking (M-DLQ-1…3) ----
+void give_up_locked(BusState& bus, const std::shared_ptr<const Config>& config, Topic& from,
+                    Letter letter, DeadLetterReason reason, uint32_t attempts,
+                    std::string_view error);
+// How many times `suffix` ends `address`'s path: the address's dead-letter depth.
+size_t dead_letter_depth(const MailAddress& address, std::string_view suffix);
+// Where a give-up from `address` lands: address + suffix, or `address` itself at the cap.
+absl::StatusOr<MailAddress> dead_letter_topic_of(const DeadLetterOptions& options,
+                                                 const MailAddress& address);
+
+// A letter as stored: `letter` with fresh system headers minted at the send boundary.
+Letter stamp_for_send(Letter letter, const MailAddress& to, absl::Time now);
+// Reports something the provider did on its own (a watchdog, a parked record); rate limited.
+void warn(std::string_view what);
+
+}  // namespace postal::mail::mem_internal

@@ -1,0 +1,150 @@
+#include "host_core.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "postal/mail/mail_errors.h"
+#include "postal/runtime/port.h"
+#include "postal/wire/absl_compat.h"
+
+namespace postal::mail::post_internal {
+namespace {
+
+std::atomic<uint64_t> next_delivery_id{1};
+
+// How long a push waits for its settlement. At the settle timeout the mem watchdog (M-RETRY-4)
+// has already given the message back and a late result changes nothing, so waiting longer only
+// keeps the subscription's strand blocked — on a subscriber whose proc may have died after the
+// push reached it, which no undeliverable will ever report.
+absl::Duration push_timeout(absl::Duration settle_timeout) {
+  if (settle_timeout == absl::ZeroDuration()) return absl::InfiniteDuration();
+  return settle_timeout + absl::Seconds(1);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> HostCore::subscribe(const MailAddress& mem_address, std::string label,
+                                                runtime::PortRef<MailPush> subscriber,
+                                                std::string proc) {
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_) return absl::UnavailableError("the mailbox host is stopping");
+    id = absl::StrCat("post-sub-", next_id_++);
+  }
+  std::weak_ptr<HostCore> weak = weak_from_this();
+  MailHandler handler = [weak, id, to = subscriber, proc](const Letter& letter) -> absl::Status {
+    std::shared_ptr<HostCore> self = weak.lock();
+    if (!self) return RetriableError("the mailbox host is stopping");
+    return self->push(id, to, proc, letter);
+  };
+  absl::StatusOr<Subscription> sub =
+      provider_->subscribe(mem_address, std::move(handler), SubscribeOptions{std::move(label)});
+  if (!sub.ok()) return sub.status();
+  auto entry = std::make_shared<HostSubscription>(HostSubscription{*std::move(sub), proc});
+  absl::MutexLock lock(&mu_);
+  subs_.emplace(id, std::move(entry));
+  return id;
+}
+
+bool HostCore::unsubscribe(const std::string& id) {
+  std::shared_ptr<HostSubscription> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = subs_.find(id);
+    if (it == subs_.end()) return false;
+    entry = std::move(it->second);
+    subs_.erase(it);
+  }
+  entry->mem.unsubscribe();  // outside the lock: it may wait for a running callback
+  return true;
+}
+
+absl::Status HostCore::push(const std::string& id, const runtime::PortRef<MailPush>& to,
+                            const std::string& proc, const Letter& letter) {
+  absl::StatusOr<WireLetter> wire_letter = WireLetter::of(letter);
+  if (!wire_letter.ok()) return MarkRetriable(wire_letter.status(), false);
+  MailPush push{id, next_delivery_id.fetch_add(1), *std::move(wire_letter), {}};
+  absl::StatusOr<MailSettle> settled = runtime::request(
+      *pusher_, to, std::move(push), push_timeout(provider_->options().delivery_settle_timeout));
+  if (settled.ok()) return settled->result.to_status();
+  if (settled.status().code() == absl::StatusCode::kUnavailable) {
+    // The push came back undeliverable: the subscriber's proc (or its port) is gone. Unhandled
+    // (M-ACK-4), so the message goes back by M-RETRY-1; the subscription and the proc's leases
+    // go with it. Unsubscribing from inside this callback does not wait for it.
+    unsubscribe(id);
+    release_leases_of(proc);
+    return RetriableError(absl::StrCat("subscriber of ", id, " on proc ", proc,
+                                       " is gone: ", settled.status().message()));
+  }
+  return MarkRetriable(settled.status(), true);  // no answer in time: give the message back
+}
+
+void HostCore::record_lease(const CopyKey& key, std::string proc) {
+  absl::MutexLock lock(&mu_);
+  // The table only serves release_leases_of; a settled lease left in it is harmless (settling it
+  // again returns false). Bound it by forgetting the oldest half: those fall back to M-ACK-3.
+  if (leases_.size() >= 4096) leases_.erase(leases_.begin(), leases_.begin() + 2048);
+  leases_.emplace_back(key, std::move(proc));
+}
+
+size_t HostCore::release_leases_of(const std::string& proc) {
+  std::vector<CopyKey> mine;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      if (it->second == proc) {
+        mine.push_back(std::move(it->first));
+        it = leases_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  size_t released = 0;
+  for (const CopyKey& key : mine) {
+    absl::StatusOr<bool> r = provider_->settle(key, "unhandled");
+    if (r.ok() && *r) ++released;
+  }
+  return released;
+}
+
+void HostCore::run_blocking(std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  if (shut_) return;
+  // Join the helpers that already finished, so the list stays as long as what runs now.
+  for (auto it = helpers_.begin(); it != helpers_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = helpers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  helpers_.push_back(Helper{std::thread([fn = std::move(fn), done]() mutable {
+                              fn();
+                              done->store(true);
+                            }),
+                            done});
+}
+
+void HostCore::shutdown() {
+  std::map<std::string, std::shared_ptr<HostSubscription>> subs;
+  std::vector<Helper> helpers;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_) return;
+    shut_ = true;
+    subs.swap(subs_);
+  }
+  for (auto& [id, entry] : subs) entry->mem.unsubscribe();
+  provider_->stop(StopOptions{});
+  {
+    absl::MutexLock lock(&mu_);
+    helpers.swap(helpers_);
+  }
+  for (Helper& h : helpers) h.thread.join();
+}
+
+}  // namespace postal::mail::post_internal

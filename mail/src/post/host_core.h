@@ -1,0 +1,75 @@
+// HostCore: the state of one MailboxHost, shared with the push callbacks it registers on its
+// mem provider (internal).
+//
+// The mem provider runs push callbacks on its own executor threads; each callback is a request
+// to the subscriber's port through `pusher` (a Client on the host's proc) and blocks that
+// executor thread until the subscriber settles. Callbacks hold the core weakly, so dropping the
+// actor ends everything: `shutdown` unsubscribes, stops the provider and joins helper threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "postal/mail/mem_provider.h"
+#include "postal/mail/post_messages.h"
+#include "postal/runtime/client.h"
+
+namespace postal::mail::post_internal {
+
+class HostCore : public std::enable_shared_from_this<HostCore> {
+ public:
+  HostCore(std::unique_ptr<MemProvider> provider, std::unique_ptr<runtime::Client> pusher)
+      : provider_(std::move(provider)), pusher_(std::move(pusher)) {}
+  ~HostCore() { shutdown(); }
+
+  MemProvider& provider() { return *provider_; }
+  runtime::Client& pusher() { return *pusher_; }
+
+  // Subscribes `subscriber` (on proc `proc`) to the mem address; returns the subscription id.
+  absl::StatusOr<std::string> subscribe(const MailAddress& mem_address, std::string label,
+                                        runtime::PortRef<MailPush> subscriber, std::string proc);
+  // Removes the subscription and unsubscribes it (waits for a running callback unless called
+  // from it). False when the id is unknown.
+  bool unsubscribe(const std::string& id);
+
+  // Leases taken out by manual fetches, by the proc that fetched them.
+  void record_lease(const CopyKey& key, std::string proc);
+  // Settles `unhandled` every lease held by `proc` (its proc is gone); returns how many.
+  size_t release_leases_of(const std::string& proc);
+
+  // Runs `fn` on a helper thread (joined by shutdown).
+  void run_blocking(std::function<void()> fn);
+
+  void shutdown();
+
+ private:
+  struct HostSubscription {
+    Subscription mem;
+    std::string proc;
+  };
+  // The push callback of one subscription (runs on the mem provider's executor).
+  absl::Status push(const std::string& id, const runtime::PortRef<MailPush>& to,
+                    const std::string& proc, const Letter& letter);
+
+  std::unique_ptr<MemProvider> provider_;
+  std::unique_ptr<runtime::Client> pusher_;
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<HostSubscription>> subs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<CopyKey, std::string>> leases_ ABSL_GUARDED_BY(mu_);
+  struct Helper {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Helper> helpers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool shut_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace postal::mail::post_internal

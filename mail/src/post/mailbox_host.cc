@@ -1,0 +1,319 @@
+// MailboxHost: the post wire protocol onto an isolated mem provider.
+#include "postal/mail/mailbox_host.h"
+
+#include <atomic>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "host_core.h"
+#include "postal/actors/context.h"
+#include "postal/mail/mail_errors.h"
+#include "postal/wire/absl_compat.h"
+
+namespace postal::mail {
+namespace {
+
+using post_internal::HostCore;
+
+MailReply failed(const absl::Status& status) {
+  MailReply r;
+  r.status = WireStatus::of(status);
+  return r;
+}
+
+// The mem address for a post address on the wire (any scheme: M-ADDR-3 keys by identity).
+absl::StatusOr<MailAddress> mem_address(std::string_view text) {
+  absl::StatusOr<MailAddress> a = MailAddress::parse(text);
+  if (!a.ok()) return a.status();
+  return MailAddress::parse(post_to_mem(*a));
+}
+
+std::string sender_proc(actors::Context& cx) {
+  const runtime::MessageEnvelope* env = cx.envelope();
+  return env ? env->sender().id.proc.to_string() : std::string();
+}
+
+std::optional<int64_t> int_param(const actors::SpawnParams& p, std::string_view name) {
+  const wire::HeaderValue* v = p.find(name);
+  if (v == nullptr) return std::nullopt;
+  if (const auto* i = std::get_if<int64_t>(v)) return *i;
+  if (const auto* u = std::get_if<uint64_t>(v)) return static_cast<int64_t>(*u);
+  if (const auto* s = std::get_if<std::string>(v)) {
+    int64_t n;
+    if (absl::SimpleAtoi(*s, &n)) return n;
+  }
+  return std::nullopt;
+}
+
+void add_letters(MailReply& r, const std::vector<Letter>& letters) {
+  for (const Letter& l : letters) {
+    absl::StatusOr<WireLetter> w = WireLetter::of(l);
+    if (w.ok()) r.letters.push_back(*std::move(w));
+  }
+}
+
+}  // namespace
+
+MailboxHost::MailboxHost(MemOptions options) : options_(std::move(options)) {
+  if (!options_.bus) options_.bus = MemBus::isolated();
+}
+
+MailboxHost::~MailboxHost() {
+  if (core_) core_->shutdown();
+}
+
+absl::StatusOr<std::unique_ptr<MailboxHost>> MailboxHost::create(const actors::SpawnParams& p) {
+  MemOptions o;
+  if (auto ms = int_param(p, "settle_timeout_ms")) {
+    if (*ms < 0) return absl::InvalidArgumentError("settle_timeout_ms must be >= 0");
+    o.delivery_settle_timeout = absl::Milliseconds(*ms);
+  }
+  if (auto n = int_param(p, "retry_max_attempts")) {
+    if (*n < 1) return absl::InvalidArgumentError("retry_max_attempts must be >= 1");
+    RetryPolicy retry{
+        .max_attempts = static_cast<uint32_t>(*n),
+        .base_delay = absl::Milliseconds(int_param(p, "retry_base_delay_ms").value_or(100))};
+    o.retry = retry;
+  }
+  if (const wire::HeaderValue* v = p.find("dead_letter"); v && std::holds_alternative<bool>(*v)) {
+    if (std::get<bool>(*v)) o.dead_letter = DeadLetterOptions{};
+  }
+  if (auto ms = int_param(p, "lease_sweep_ms")) o.lease_sweep_interval = absl::Milliseconds(*ms);
+  return std::make_unique<MailboxHost>(std::move(o));
+}
+
+absl::Status MailboxHost::init(actors::Context& cx) {
+  absl::StatusOr<std::unique_ptr<MemProvider>> provider = MemProvider::create(options_);
+  if (!provider.ok()) return provider.status();
+  if (absl::Status s = (*provider)->start(); !s.ok()) return s;
+  // The pusher sends pushes from the provider's executor threads, where no actor context exists.
+  static std::atomic<uint64_t> next_pusher{1};
+  absl::StatusOr<std::unique_ptr<runtime::Client>> pusher =
+      runtime::Client::attach(cx.proc(), absl::StrCat("mail-pusher-", next_pusher.fetch_add(1)));
+  if (!pusher.ok()) return pusher.status();
+  core_ = std::make_shared<HostCore>(*std::move(provider), *std::move(pusher));
+  return absl::OkStatus();
+}
+
+void MailboxHost::on_stop(actors::Context&, const actors::ActorStatus&) {
+  if (core_) core_->shutdown();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailHello m) {
+  MailReply r;
+  for (uint8_t op = 0; op <= static_cast<uint8_t>(Capability::kWaitIdle); ++op) {
+    if (core_->provider().can(static_cast<Capability>(op))) r.count |= uint64_t{1} << op;
+  }
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailPost m) {
+  absl::StatusOr<MailAddress> to = mem_address(m.address);
+  if (!to.ok()) {
+    m.reply_to.send(cx, failed(to.status()));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<PostReceipt> receipt = core_->provider().post(*to, m.letter.to_letter());
+  if (!receipt.ok()) {
+    m.reply_to.send(cx, failed(receipt.status()));
+    return absl::OkStatus();
+  }
+  MailReply r;
+  r.text = receipt->address;
+  r.text2 = receipt->message_id;
+  r.text3 = receipt->send_id;
+  r.flag = receipt->path == PostPath::kPushed;
+  r.count = receipt->deliveries;
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailFetch m) {
+  absl::StatusOr<MailAddress> from = mem_address(m.address);
+  if (!from.ok()) {
+    m.reply_to.send(cx, failed(from.status()));
+    return absl::OkStatus();
+  }
+  FetchOptions o{m.manual ? AckMode::kManual : AckMode::kAuto, absl::Nanoseconds(m.ack_timeout_ns)};
+  absl::StatusOr<std::optional<Delivery>> d = core_->provider().fetch(*from, o);
+  if (!d.ok()) {
+    m.reply_to.send(cx, failed(d.status()));
+    return absl::OkStatus();
+  }
+  MailReply r;
+  if (d->has_value()) {
+    Delivery& delivery = **d;
+    add_letters(r, {delivery.letter()});
+    r.key = WireKey{delivery.key().address, delivery.key().send_id, delivery.key().lease_id};
+    if (delivery.lease_expires_at()) {
+      r.lease_expires_ns = absl::ToUnixNanos(*delivery.lease_expires_at());
+    }
+    if (!delivery.settled()) {
+      // The lease now belongs to the remote consumer: it settles by key (MailSettleKey).
+      core_->record_lease(delivery.key(), sender_proc(cx));
+      delivery.detach();
+    }
+  }
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailSettleKey m) {
+  absl::StatusOr<MailAddress> at = mem_address(m.key.address);
+  if (!at.ok()) {
+    m.reply_to.send(cx, failed(at.status()));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<bool> took = core_->provider().settle(
+      CopyKey{at->canonical(), m.key.send_id, m.key.lease_id}, m.disposition);
+  MailReply r = took.ok() ? MailReply{} : failed(took.status());
+  r.flag = took.ok() && *took;
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailPeek m) {
+  absl::StatusOr<MailAddress> at = mem_address(m.address);
+  if (!at.ok()) {
+    m.reply_to.send(cx, failed(at.status()));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Letter>> letters =
+      m.parked ? core_->provider().peek_parked(*at, m.limit) : core_->provider().peek(*at, m.limit);
+  MailReply r = letters.ok() ? MailReply{} : failed(letters.status());
+  if (letters.ok()) add_letters(r, *letters);
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailStatusQuery m) {
+  MailReply r;
+  if (m.address.empty()) {
+    absl::StatusOr<std::vector<MailboxStatus>> all = core_->provider().list_status();
+    if (!all.ok())
+      r = failed(all.status());
+    else
+      for (const MailboxStatus& s : *all) r.statuses.push_back(WireMailboxStatus::of(s));
+  } else {
+    absl::StatusOr<MailAddress> at = mem_address(m.address);
+    absl::StatusOr<MailboxStatus> s =
+        at.ok() ? core_->provider().status(*at) : absl::StatusOr<MailboxStatus>(at.status());
+    if (!s.ok())
+      r = failed(s.status());
+    else
+      r.statuses.push_back(WireMailboxStatus::of(*s));
+  }
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailSubscribe m) {
+  absl::StatusOr<MailAddress> at = mem_address(m.address);
+  absl::StatusOr<std::string> id =
+      at.ok() ? core_->subscribe(*at, m.label, m.subscriber,
+                                 m.subscriber.addr().id.actor.proc.to_string())
+              : absl::StatusOr<std::string>(at.status());
+  MailReply r = id.ok() ? MailReply{} : failed(id.status());
+  if (id.ok()) r.text = *id;
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context&, MailUnsubscribe m) {
+  // Unsubscribing waits for a running callback — a remote one, possibly for long: never on the
+  // actor's worker. The reply goes out through the pusher once it is done.
+  std::weak_ptr<HostCore> weak = core_;
+  core_->run_blocking([weak, m = std::move(m)] {
+    std::shared_ptr<HostCore> core = weak.lock();
+    if (!core) return;
+    MailReply r;
+    r.flag = core->unsubscribe(m.subscription_id);
+    m.reply_to.send(core->pusher(), std::move(r));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailRecover m) {
+  MailReply r;
+  if (m.address.empty()) {
+    absl::StatusOr<std::map<std::string, uint64_t>> all = core_->provider().recover_all();
+    if (!all.ok())
+      r = failed(all.status());
+    else
+      for (const auto& [a, n] : *all) r.counts.emplace_back(a, n);
+  } else {
+    absl::StatusOr<MailAddress> at = mem_address(m.address);
+    absl::StatusOr<uint64_t> n =
+        at.ok() ? core_->provider().recover(*at) : absl::StatusOr<uint64_t>(at.status());
+    if (!n.ok())
+      r = failed(n.status());
+    else
+      r.count = *n;
+  }
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailAdmin m) {
+  MemProvider& p = core_->provider();
+  MailReply r;
+  if (m.op == "clear") {
+    absl::StatusOr<uint64_t> n = p.clear();
+    if (!n.ok())
+      r = failed(n.status());
+    else
+      r.count = *n;
+  } else if (m.op == "locate") {
+    absl::StatusOr<std::vector<CopyInfo>> copies = p.locate(m.arg);
+    if (!copies.ok())
+      r = failed(copies.status());
+    else
+      for (const CopyInfo& c : *copies) {
+        r.copies.push_back(WireCopy{WireKey{c.key.address, c.key.send_id, c.key.lease_id},
+                                    c.message_id, static_cast<uint8_t>(c.state)});
+      }
+  } else if (m.op == "dead-letter-topic" || m.op == "purge-parked") {
+    absl::StatusOr<MailAddress> at = mem_address(m.arg);
+    if (!at.ok()) {
+      r = failed(at.status());
+    } else if (m.op == "purge-parked") {
+      absl::StatusOr<uint64_t> n = p.purge_parked(*at);
+      if (!n.ok())
+        r = failed(n.status());
+      else
+        r.count = *n;
+    } else {
+      absl::StatusOr<MailAddress> topic = p.dead_letter_topic(*at);
+      if (!topic.ok())
+        r = failed(topic.status());
+      else
+        r.text = topic->canonical();
+    }
+  } else if (m.op == "wait-idle") {
+    int64_t ms = 0;
+    (void)absl::SimpleAtoi(m.arg, &ms);
+    std::weak_ptr<HostCore> weak = core_;
+    core_->run_blocking([weak, ms, reply_to = std::move(m.reply_to)] {
+      std::shared_ptr<HostCore> core = weak.lock();
+      if (!core) return;
+      absl::Status s = core->provider().wait_idle(absl::Now() + absl::Milliseconds(ms));
+      reply_to.send(core->pusher(), s.ok() ? MailReply{} : failed(s));
+    });
+    return absl::OkStatus();
+  } else {
+    r = failed(absl::InvalidArgumentError(absl::StrCat("unknown mail admin op '", m.op, "'")));
+  }
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+void register_mail_actors() {
+  static const bool once = [] {
+    actors::ActorRegistry::global().add(kMailboxHostType, actors::factory_for<MailboxHost>());
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace postal::mail

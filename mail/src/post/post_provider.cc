@@ -1,0 +1,257 @@
+// PostProvider: each verb is one request to the MailboxHost (post_messages.h).
+#include "postal/mail/post_provider.h"
+
+#include "absl/strings/str_cat.h"
+#include "post_link.h"
+#include "postal/mail/mail_errors.h"
+
+namespace postal::mail {
+namespace {
+
+using post_internal::Link;
+using post_internal::PostSubscription;
+
+CopyKey key_of(const WireKey& k) { return CopyKey{mem_to_post(k.address), k.send_id, k.lease_id}; }
+
+std::vector<Letter> letters_of(const MailReply& r) {
+  std::vector<Letter> out;
+  out.reserve(r.letters.size());
+  for (const WireLetter& w : r.letters) out.push_back(w.to_letter());
+  return out;
+}
+
+// Settles the leases of manual fetches at the host, by key (M-ACK-2).
+class PostSettler final : public LeaseSettler {
+ public:
+  explicit PostSettler(std::shared_ptr<Link> link) : link_(std::move(link)) {}
+  bool settle(const CopyKey& key, Disposition disposition) override {
+    absl::StatusOr<bool> r = settle(key, to_string(disposition));
+    return r.ok() && *r;
+  }
+  absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition) override {
+    if (!parse_disposition(disposition)) {
+      return UnsupportedCapabilityError("post", absl::StrCat("disposition '", sv(disposition), "'"),
+                                        "post understands handled, discard and unhandled");
+    }
+    absl::StatusOr<MailReply> r = link_->call(
+        MailSettleKey{
+            WireKey{key.address, key.send_id, key.lease_id}, std::string(disposition), {}},
+        "settle");
+    if (!r.ok()) return r.status();
+    return r->flag;
+  }
+
+ private:
+  std::shared_ptr<Link> link_;
+};
+
+class PostControl final : public SubscriptionControl {
+ public:
+  explicit PostControl(std::shared_ptr<PostSubscription> sub) : sub_(std::move(sub)) {}
+  void unsubscribe() override { sub_->unsubscribe(); }
+  bool active() const override { return sub_->active(); }
+
+ private:
+  std::shared_ptr<PostSubscription> sub_;
+};
+
+// Capabilities every host has, assumed before start() asked.
+constexpr uint64_t bit(Capability c) { return uint64_t{1} << static_cast<uint8_t>(c); }
+constexpr uint64_t kCoreCapabilities = bit(Capability::kPost) | bit(Capability::kSubscribe) |
+                                       bit(Capability::kFetch) | bit(Capability::kManualAck) |
+                                       bit(Capability::kStatus);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PostProvider>> PostProvider::create(PostOptions options) {
+  if (!options.context) return absl::InvalidArgumentError("post: PostOptions.context is required");
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("post: PostOptions.timeout must be positive");
+  }
+  auto link = std::make_shared<Link>(
+      Link{std::move(options.context), std::move(options.host), options.timeout});
+  return std::unique_ptr<PostProvider>(new PostProvider(std::move(link)));
+}
+
+PostProvider::PostProvider(std::shared_ptr<Link> link) : link_(std::move(link)) {}
+
+PostProvider::~PostProvider() {
+  stop(StopOptions{});
+  std::map<std::string, std::shared_ptr<PostSubscription>> subs;
+  {
+    absl::MutexLock lock(&mu_);
+    subs.swap(subs_);
+  }
+  for (auto& [id, sub] : subs) sub->join();
+}
+
+bool PostProvider::can(Capability op, const MailAddress*) const {
+  absl::MutexLock lock(&mu_);
+  return (capabilities_.value_or(kCoreCapabilities) & bit(op)) != 0;
+}
+
+absl::Status PostProvider::start() {
+  absl::StatusOr<MailReply> hello = link_->call(MailHello{}, "hello");
+  if (!hello.ok()) return hello.status();
+  absl::MutexLock lock(&mu_);
+  capabilities_ = hello->count;
+  running_ = true;
+  return absl::OkStatus();
+}
+
+void PostProvider::stop(const StopOptions& options) {
+  std::vector<std::shared_ptr<PostSubscription>> subs;
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+    for (auto& [id, sub] : subs_) subs.push_back(sub);
+  }
+  for (auto& sub : subs) sub->unsubscribe();
+  if (options.purge) (void)clear();
+}
+
+absl::StatusOr<PostReceipt> PostProvider::post(const MailAddress& to, Letter letter) {
+  absl::StatusOr<WireLetter> w = WireLetter::of(letter);
+  if (!w.ok()) return w.status();
+  absl::StatusOr<MailReply> r = link_->call(MailPost{to.canonical(), *std::move(w), {}}, "post");
+  if (!r.ok()) return r.status();
+  return PostReceipt{mem_to_post(r->text), r->text2, r->text3,
+                     r->flag ? PostPath::kPushed : PostPath::kQueued, r->count};
+}
+
+absl::StatusOr<Subscription> PostProvider::subscribe(const MailAddress& address,
+                                                     MailHandler handler,
+                                                     const SubscribeOptions& options) {
+  auto sub = std::make_shared<PostSubscription>(link_, std::move(handler));
+  if (absl::Status s = sub->start(address.canonical(), options.label); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&mu_);
+    // Forget subscriptions that ended and were joined.
+    std::erase_if(subs_, [](const auto& kv) { return !kv.second->active(); });
+    subs_[sub->id()] = sub;
+  }
+  return Subscription(sub->id(), address.canonical(), std::make_unique<PostControl>(sub));
+}
+
+absl::StatusOr<std::optional<Delivery>> PostProvider::fetch(const MailAddress& address,
+                                                            const FetchOptions& options) {
+  if (options.ack_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("fetch: ack_timeout must not be negative");
+  }
+  MailFetch req{address.canonical(),
+                options.ack == AckMode::kManual,
+                absl::ToInt64Nanoseconds(options.ack_timeout),
+                {}};
+  absl::StatusOr<MailReply> r = link_->call(std::move(req), "fetch");
+  if (!r.ok()) return r.status();
+  if (r->letters.empty()) return std::optional<Delivery>();
+  Letter letter = r->letters[0].to_letter();
+  CopyKey key = key_of(r->key);
+  if (options.ack == AckMode::kAuto || key.lease_id == 0) {
+    return std::optional<Delivery>(Delivery::settled(std::move(letter), std::move(key)));
+  }
+  std::optional<absl::Time> expires;
+  if (r->lease_expires_ns) expires = absl::FromUnixNanos(*r->lease_expires_ns);
+  return std::optional<Delivery>(
+      Delivery(std::move(letter), std::move(key), expires, std::make_shared<PostSettler>(link_)));
+}
+
+absl::StatusOr<MailboxStatus> PostProvider::status(const MailAddress& address) {
+  absl::StatusOr<MailReply> r = link_->call(MailStatusQuery{address.canonical(), {}}, "status");
+  if (!r.ok()) return r.status();
+  if (r->statuses.empty()) return absl::InternalError("post: the host sent no status");
+  MailboxStatus s = r->statuses[0].to_status();
+  absl::MutexLock lock(&mu_);
+  if (!running_ && s.exists.value_or(false)) s.state = MailboxState::kOffline;
+  return s;
+}
+
+absl::StatusOr<std::vector<Letter>> PostProvider::peek(const MailAddress& address, size_t limit) {
+  absl::StatusOr<MailReply> r =
+      link_->call(MailPeek{address.canonical(), limit, false, {}}, "peek");
+  if (!r.ok()) return r.status();
+  return letters_of(*r);
+}
+
+absl::StatusOr<std::vector<MailboxStatus>> PostProvider::list_status() {
+  absl::StatusOr<MailReply> r = link_->call(MailStatusQuery{"", {}}, "status");
+  if (!r.ok()) return r.status();
+  std::vector<MailboxStatus> out;
+  bool running;
+  {
+    absl::MutexLock lock(&mu_);
+    running = running_;
+  }
+  for (const WireMailboxStatus& w : r->statuses) {
+    out.push_back(w.to_status());
+    if (!running) out.back().state = MailboxState::kOffline;
+  }
+  return out;
+}
+
+absl::StatusOr<uint64_t> PostProvider::recover(const MailAddress& address) {
+  absl::StatusOr<MailReply> r = link_->call(MailRecover{address.canonical(), {}}, "recover");
+  if (!r.ok()) return r.status();
+  return r->count;
+}
+
+absl::StatusOr<std::map<std::string, uint64_t>> PostProvider::recover_all() {
+  absl::StatusOr<MailReply> r = link_->call(MailRecover{"", {}}, "recover");
+  if (!r.ok()) return r.status();
+  std::map<std::string, uint64_t> out;
+  for (const auto& [a, n] : r->counts) out[mem_to_post(a)] = n;
+  return out;
+}
+
+absl::StatusOr<uint64_t> PostProvider::clear() {
+  absl::StatusOr<MailReply> r = link_->call(MailAdmin{"clear", "", {}}, "clear");
+  if (!r.ok()) return r.status();
+  return r->count;
+}
+
+absl::StatusOr<std::vector<CopyInfo>> PostProvider::locate(std::string_view message_id) {
+  absl::StatusOr<MailReply> r =
+      link_->call(MailAdmin{"locate", std::string(message_id), {}}, "locate");
+  if (!r.ok()) return r.status();
+  std::vector<CopyInfo> out;
+  for (const WireCopy& c : r->copies) {
+    out.push_back(CopyInfo{key_of(c.key), c.message_id, static_cast<CopyState>(c.state)});
+  }
+  return out;
+}
+
+absl::StatusOr<bool> PostProvider::settle(const CopyKey& key, std::string_view disposition) {
+  return PostSettler(link_).settle(key, disposition);
+}
+
+absl::StatusOr<MailAddress> PostProvider::dead_letter_topic(const MailAddress& address) {
+  absl::StatusOr<MailReply> r =
+      link_->call(MailAdmin{"dead-letter-topic", address.canonical(), {}}, "dead_letter_topic");
+  if (!r.ok()) return r.status();
+  return MailAddress::parse(mem_to_post(r->text));
+}
+
+absl::StatusOr<std::vector<Letter>> PostProvider::peek_parked(const MailAddress& address,
+                                                              size_t limit) {
+  absl::StatusOr<MailReply> r =
+      link_->call(MailPeek{address.canonical(), limit, true, {}}, "peek_parked");
+  if (!r.ok()) return r.status();
+  return letters_of(*r);
+}
+
+absl::StatusOr<uint64_t> PostProvider::purge_parked(const MailAddress& address) {
+  absl::StatusOr<MailReply> r =
+      link_->call(MailAdmin{"purge-parked", address.canonical(), {}}, "purge_parked");
+  if (!r.ok()) return r.status();
+  return r->count;
+}
+
+absl::Status PostProvider::wait_idle(absl::Time deadline) {
+  absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+  absl::StatusOr<MailReply> r =
+      link_->call(MailAdmin{"wait-idle", absl::StrCat(absl::ToInt64Milliseconds(left)), {}},
+                  "wait_idle", left + link_->timeout);
+  return r.status();
+}
+
+}  // namespace postal::mail

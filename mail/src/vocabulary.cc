@@ -1,0 +1,113 @@
+// The names of the mail layer's enums, and the retry policy's arithmetic.
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "postal/mail/capability.h"
+#include "postal/mail/disposition.h"
+#include "postal/mail/mail_provider.h"
+#include "postal/mail/mail_status.h"
+#include "postal/mail/retry_policy.h"
+#include "postal/wire/absl_compat.h"
+
+namespace postal::mail {
+
+std::string_view to_string(Disposition disposition) {
+  switch (disposition) {
+    case Disposition::kHandled:
+      return "handled";
+    case Disposition::kDiscard:
+      return "discard";
+    case Disposition::kUnhandled:
+      return "unhandled";
+  }
+  return "handled";
+}
+
+std::optional<Disposition> parse_disposition(std::string_view name) {
+  for (Disposition d : {Disposition::kHandled, Disposition::kDiscard, Disposition::kUnhandled}) {
+    if (to_string(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(Capability capability) {
+  switch (capability) {
+    case Capability::kPost:
+      return "post";
+    case Capability::kSubscribe:
+      return "subscribe";
+    case Capability::kFetch:
+      return "fetch";
+    case Capability::kManualAck:
+      return "manual-ack";
+    case Capability::kPeek:
+      return "peek";
+    case Capability::kStatus:
+      return "status";
+    case Capability::kEnumerate:
+      return "enumerate";
+    case Capability::kRecover:
+      return "recover";
+    case Capability::kClear:
+      return "clear";
+    case Capability::kLocate:
+      return "locate";
+    case Capability::kSettleByKey:
+      return "settle-by-key";
+    case Capability::kDeadLetter:
+      return "dead-letter";
+    case Capability::kParked:
+      return "parked";
+    case Capability::kWaitIdle:
+      return "wait-idle";
+  }
+  return "?";
+}
+
+std::string_view to_string(MailboxState state) {
+  switch (state) {
+    case MailboxState::kOnline:
+      return "online";
+    case MailboxState::kUnknown:
+      return "unknown";
+    case MailboxState::kDegraded:
+      return "degraded";
+    case MailboxState::kOffline:
+      return "offline";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(CopyState state) {
+  switch (state) {
+    case CopyState::kQueued:
+      return "queued";
+    case CopyState::kInFlight:
+      return "in-flight";
+    case CopyState::kParked:
+      return "parked";
+  }
+  return "queued";
+}
+
+absl::Status RetryPolicy::validate() const {
+  if (max_attempts < 1) {
+    return absl::InvalidArgumentError(
+        "RetryPolicy.max_attempts is 0; it counts the first try, so use 1 (no retry) or more");
+  }
+  if (base_delay < absl::ZeroDuration() || max_delay < base_delay) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RetryPolicy delays are base_delay=", sv(absl::FormatDuration(base_delay)),
+        ", max_delay=", sv(absl::FormatDuration(max_delay)), "; use 0 <= base_delay <= max_delay"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Duration next_retry_delay(const RetryPolicy& policy, uint32_t failed_attempt) {
+  uint32_t exponent = failed_attempt == 0 ? 0 : std::min<uint32_t>(failed_attempt - 1, 62);
+  absl::Duration delay = policy.base_delay * static_cast<double>(uint64_t{1} << exponent);
+  return std::min(delay, policy.max_delay);
+}
+
+}  // namespace postal::mail

@@ -1,0 +1,174 @@
+// The conformance suite (mail_conformance.h), instantiated for the `post` provider: a MailboxHost
+// on one in-process Node, the PostProvider's Client on a second Node, the two talking over ipc
+// abstract sockets (real channels, serialized envelopes). Plus what only `post` promises: a lost
+// host fails verbs with Unavailable naming it; a subscriber's dead proc gives its push back.
+#include <unistd.h>
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "mail_conformance.h"
+#include "postal/actors/actor_handle.h"
+#include "postal/mail/mailbox_host.h"
+#include "postal/mail/post_provider.h"
+#include "postal/routing/node.h"
+#include "postal/runtime/client.h"
+
+namespace postal::mail::testing {
+namespace {
+
+std::unique_ptr<routing::Node> start_node(std::string_view role) {
+  static std::atomic<int> next{0};
+  routing::NodeOptions o;
+  o.id = runtime::ProcId{runtime::Uid::random(*runtime::Label::parse(role))};
+  o.listen = *runtime::ChannelAddr::ipc_abstract(
+      absl::StrCat("postal-mail-test-", ::getpid(), "-", sv(role), "-", next.fetch_add(1)));
+  o.scheduler.workers = 2;
+  o.system_actors = false;
+  // R-CHAN-2: a push to a dead proc comes back undeliverable after this (tests wait on it).
+  o.channel.delivery_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<routing::Node>> node = routing::Node::start(std::move(o));
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? *std::move(node) : nullptr;
+}
+
+// Two procs: the host side and the client side. Destroyed client first.
+struct Rig {
+  std::unique_ptr<routing::Node> host_node;
+  std::unique_ptr<routing::Node> client_node;
+  std::unique_ptr<runtime::Client> client;
+  runtime::ActorAddr host;
+};
+
+std::shared_ptr<Rig> make_rig(MemOptions options) {
+  auto rig = std::make_shared<Rig>();
+  rig->host_node = start_node("mailhost");
+  rig->client_node = start_node("mailclient");
+  if (!rig->host_node || !rig->client_node) return nullptr;
+  absl::StatusOr<actors::ActorHandle<MailboxHost>> host =
+      actors::spawn<MailboxHost>(rig->host_node->proc(), kMailboxHostName, std::move(options));
+  EXPECT_TRUE(host.ok()) << host.status();
+  if (!host.ok()) return nullptr;
+  rig->host = host->addr();
+  rig->client = *runtime::Client::attach(rig->client_node->proc(), "mail-client");
+  return rig;
+}
+
+absl::StatusOr<std::unique_ptr<PostProvider>> provider_on(
+    const std::shared_ptr<Rig>& rig, absl::Duration timeout = absl::Seconds(10)) {
+  // The provider shares the rig through its context (aliasing): the procs outlive it.
+  return PostProvider::create(
+      PostOptions{.context = std::shared_ptr<runtime::SendContext>(rig, rig->client.get()),
+                  .host = rig->host,
+                  .timeout = timeout});
+}
+
+ProviderFactory PostFactory() {
+  return ProviderFactory{
+      "post", "post",
+      [](const ConformanceConfig& config,
+         std::shared_ptr<ManualClock> clock) -> absl::StatusOr<std::unique_ptr<MailProvider>> {
+        std::shared_ptr<Rig> rig = make_rig(MemOptions{
+            .bus = MemBus::isolated(std::move(clock)),
+            .retry = config.retry,
+            .dead_letter = config.dead_letter,
+            .delivery_settle_timeout = config.settle_timeout,
+        });
+        if (!rig) return absl::InternalError("could not start the two procs");
+        absl::StatusOr<std::unique_ptr<PostProvider>> p = provider_on(rig);
+        if (!p.ok()) return p.status();
+        return std::unique_ptr<MailProvider>(*std::move(p));
+      }};
+}
+
+INSTANTIATE_TEST_SUITE_P(Post, MailConformance, ::testing::Values(PostFactory()), ConformanceName);
+
+constexpr std::string_view kInbox = "post:orders@shop.test/inbox";
+
+TEST(PostProvider, LostHostFailsVerbsWithUnavailableNamingTheHost) {
+  std::shared_ptr<Rig> rig = make_rig({});
+  ASSERT_NE(rig, nullptr);
+  PostOffice office;
+  ASSERT_TRUE(office.register_provider(*provider_on(rig, absl::Seconds(3))).ok());
+  ASSERT_TRUE(office.start().ok());
+  ASSERT_TRUE(office.post(kInbox, Letter::text("before")).ok());
+  const std::string host = rig->host.to_string();
+  rig->host_node.reset();  // the host's proc is gone
+  absl::Status s = office.post(kInbox, Letter::text("after")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find(host), absl::string_view::npos) << s;
+  EXPECT_EQ(office.fetch(kInbox).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(PostProvider, M_ADDR_2_BadAddressNeverReachesTheHost) {
+  std::shared_ptr<Rig> rig = make_rig({});
+  ASSERT_NE(rig, nullptr);
+  PostOffice office;
+  ASSERT_TRUE(office.register_provider(*provider_on(rig)).ok());
+  ASSERT_TRUE(office.start().ok());
+  absl::Status s = office.post("post:orders@shop.test/inbox?x=1", Letter::text("x")).status();
+  EXPECT_TRUE(IsInvalidMailboxAddress(s)) << s;
+  EXPECT_EQ(office.status(kInbox)->exists, false);
+}
+
+TEST(PostProvider, SubscriberProcDeathRequeuesItsInFlightPushAndDropsTheSubscription) {
+  std::shared_ptr<Rig> rig = make_rig({});
+  ASSERT_NE(rig, nullptr);
+  PostOffice poster;
+  ASSERT_TRUE(poster.register_provider(*provider_on(rig)).ok());
+  ASSERT_TRUE(poster.start().ok());
+  // A third proc subscribes by speaking the wire protocol itself, then dies with its port.
+  std::unique_ptr<routing::Node> doomed = start_node("mailsub");
+  ASSERT_NE(doomed, nullptr);
+  {
+    auto client = *runtime::Client::attach(doomed->proc(), "mail-sub");
+    auto [port, receiver] = runtime::open_port<MailPush>(*client);
+    absl::StatusOr<MailReply> r = actors::ActorRef<MailboxHost>(rig->host).request(
+        *client, MailSubscribe{std::string(kInbox), "doomed", port.bind(), {}}, kWait);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->status.code, 0) << r->status.message;
+  }
+  doomed.reset();  // the subscriber's proc is gone, its subscription still registered
+  EXPECT_EQ(poster.status(kInbox)->extension_int("post.subscriberCount").value_or(-1), 1);
+
+  absl::StatusOr<PostReceipt> r = poster.post(kInbox, Letter::text("orphan"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->path, PostPath::kPushed);
+  // The push comes back undeliverable: unhandled, back to the queue; the subscription is dropped.
+  ASSERT_TRUE(poster.wait_idle(kWait).ok());
+  MailboxStatus st = *poster.status(kInbox);
+  EXPECT_EQ(st.unread_count, 1u);
+  EXPECT_EQ(st.extension_int("post.subscriberCount").value_or(-1), 0);
+  std::optional<Delivery> d = *poster.fetch(kInbox);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->letter().body.text(), "orphan");
+  EXPECT_EQ(poster.post(kInbox, Letter::text("next"))->path, PostPath::kQueued);
+}
+
+TEST(PostProvider, PushAcrossProcsRunsTheCallbackAndItsStatusSettles) {
+  std::shared_ptr<Rig> rig = make_rig({});
+  ASSERT_NE(rig, nullptr);
+  PostOffice office;
+  ASSERT_TRUE(office.register_provider(*provider_on(rig)).ok());
+  ASSERT_TRUE(office.start().ok());
+  Recorder ok;
+  Recorder failing([](const Letter&, size_t) { return RetriableError("later"); });
+  {
+    absl::StatusOr<Subscription> sub = office.subscribe(kInbox, ok.handler());
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    ASSERT_EQ(office.post(kInbox, Letter::text("a"))->path, PostPath::kPushed);
+    ASSERT_TRUE(ok.wait_for(1));
+    EXPECT_EQ(ok.seen()[0].to, "post://orders@shop.test/inbox");
+    ASSERT_TRUE(office.wait_idle(kWait).ok());
+    EXPECT_EQ(office.status(kInbox)->unread_count, 0u);  // handled
+  }
+  absl::StatusOr<Subscription> sub = office.subscribe(kInbox, failing.handler());
+  ASSERT_TRUE(sub.ok());
+  ASSERT_EQ(office.post(kInbox, Letter::text("b"))->path, PostPath::kPushed);
+  ASSERT_TRUE(failing.wait_for(1));
+  ASSERT_TRUE(office.wait_idle(kWait).ok());
+  EXPECT_EQ(office.status(kInbox)->unread_count, 1u);  // M-ACK-4: retriable → back in the queue
+}
+
+}  // namespace
+}  // namespace postal::mail::testing

@@ -1,0 +1,128 @@
+// `postal bench` end to end, as a user runs it: the quick suite with few messages and no peers,
+// as a subprocess of the real binary. Checks the plumbing — exit status, the JSON report and its
+// scenarios, the HTML report's charts — never the numbers (benchmarks do not run in the test
+// suite otherwise).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_status = -1;  // -1: did not exit in time (killed)
+  std::string output;    // stdout and stderr
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs the postal binary with `args`, output to `log`; kills it after `deadline`.
+Outcome run_postal(const std::vector<std::string>& args, const fs::path& log,
+                   std::chrono::seconds deadline) {
+  std::vector<std::string> all{POSTAL_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  Outcome run;
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      run.output = slurp(log);
+      return run;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  run.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.output = slurp(log);
+  return run;
+}
+
+class BenchSmoke : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path("/tmp") / ("postal-bench-smoke-" + std::to_string(::getpid()) + "-" +
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(BenchSmoke, QuickSuiteWritesJsonWithEveryScenarioAndHtmlWithCharts) {
+  const fs::path json_path = dir_ / "bench.json", html_path = dir_ / "bench.html";
+  Outcome run = run_postal({"bench", "--suite", "quick", "--messages", "200", "--no-peers",
+                            "--json", json_path.string(), "--html", html_path.string()},
+                           dir_ / "log.txt", std::chrono::seconds(100));
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+
+  nlohmann::json j = nlohmann::json::parse(slurp(json_path), nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "the JSON report does not parse:\n" << slurp(json_path);
+  ASSERT_TRUE(j.contains("scenarios") && j["scenarios"].is_array());
+  const nlohmann::json& scenarios = j["scenarios"];
+  EXPECT_EQ(scenarios.size(), 6u) << scenarios.dump(2);
+  std::set<std::string> transports, patterns;
+  for (const auto& s : scenarios) {
+    const std::string name = s.value("name", "?");
+    EXPECT_GT(s.value("msgs_per_s", 0.0), 0.0) << name;
+    EXPECT_GT(s.value("mb_per_s", 0.0), 0.0) << name;
+    EXPECT_EQ(s.value("messages", uint64_t{0}), 200u) << name;
+    EXPECT_EQ(s.value("failures", uint64_t{1}), 0u) << name;
+    EXPECT_EQ(s.value("error", std::string("?")), "") << name;
+    ASSERT_TRUE(s.contains("latency_us")) << name;
+    EXPECT_GT(s["latency_us"].value("p50", 0.0), 0.0) << name;
+    EXPECT_GE(s["latency_us"].value("max", 0.0), s["latency_us"].value("p99", 0.0)) << name;
+    transports.insert(s.value("transport", ""));
+    patterns.insert(s.value("pattern", ""));
+  }
+  EXPECT_EQ(transports, (std::set<std::string>{"inproc", "ipc", "tcp"}));
+  EXPECT_EQ(patterns, (std::set<std::string>{"stream", "ping-pong", "fan-out", "fan-in"}));
+  EXPECT_GT(j["machine"].value("nproc", 0), 0);
+  EXPECT_EQ(j["machine"]["load_average_start"].size(), 3u);
+  EXPECT_TRUE(j["peers"].empty());  // --no-peers
+
+  const std::string html = slurp(html_path);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("ipc/hops1/1KiB/fan-out"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, no scripts
+}
+
+TEST_F(BenchSmoke, AnUnknownScenarioIsRefusedWithTheFormToWrite) {
+  Outcome run = run_postal({"bench", "--scenario", "ipc/hops3/64B/stream", "--no-peers"},
+                           dir_ / "log.txt", std::chrono::seconds(30));
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_NE(run.output.find("hops \"hops3\""), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("e.g. ipc/hops1/64B/stream"), std::string::npos) << run.output;
+}
+
+}  // namespace

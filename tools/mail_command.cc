@@ -1,0 +1,176 @@
+// `postal mail post|fetch|peek|status ADDR`: one mail verb against a running topology.
+//
+// It reads the topology's state file (`postal up` writes /tmp/postal/<name>.state), asks each
+// recorded proc in turn for an actor named `mailbox-host` (mail::kMailboxHostName, a
+// postal.MailboxHost), and runs the verb through a PostProvider from a throwaway proc on an
+// abstract ipc socket. Only `post:` addresses are served by a topology.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "commands.h"
+#include "postal/mail/mail_errors.h"
+#include "postal/mail/mailbox_host.h"
+#include "postal/mail/post_office.h"
+#include "postal/mail/post_provider.h"
+#include "postal/routing/node.h"
+#include "postal/runtime/client.h"
+#include "postal/wire/absl_compat.h"
+
+namespace postal::tools {
+namespace {
+
+int fail(const absl::Status& s) {
+  std::fprintf(stderr, "postal mail: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+std::vector<std::filesystem::path> state_files(const std::string& topology) {
+  std::vector<std::filesystem::path> files;
+  if (!topology.empty()) {
+    if (std::filesystem::exists(state_file(topology))) files.push_back(state_file(topology));
+  } else if (std::filesystem::is_directory("/tmp/postal")) {
+    for (const auto& e : std::filesystem::directory_iterator("/tmp/postal")) {
+      if (e.path().extension() == ".state") files.push_back(e.path());
+    }
+  }
+  return files;
+}
+
+// The first recorded proc whose `mailbox-host` answers.
+absl::StatusOr<runtime::ActorAddr> find_mailbox_host(runtime::SendContext& cx,
+                                                     const std::string& topology) {
+  std::vector<std::filesystem::path> files = state_files(topology);
+  if (files.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no running topology", topology.empty() ? "" : absl::StrCat(" named ", topology),
+        "; start one with `postal up FILE`"));
+  }
+  const runtime::Uid uid =
+      runtime::Uid::singleton(*runtime::Label::parse(std::string(mail::kMailboxHostName)));
+  for (const auto& file : files) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream words(line);
+      std::string kind, addr_text;
+      words >> kind >> addr_text;
+      if (kind != "proc") continue;
+      absl::StatusOr<runtime::ProcAddr> proc = runtime::ProcAddr::parse(addr_text);
+      if (!proc.ok()) continue;
+      runtime::ActorAddr host = proc->actor(uid);
+      absl::StatusOr<mail::MailReply> hello = actors::ActorRef<mail::MailboxHost>(host).request(
+          cx, mail::MailHello{}, absl::Seconds(2));
+      if (hello.ok()) return host;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no proc of ", topology.empty() ? std::string("the running topologies") : topology,
+      " runs an actor named ", sv(mail::kMailboxHostName), " (type ", sv(mail::kMailboxHostType),
+      "); add one to the topology file as [[actor]] name = \"", sv(mail::kMailboxHostName),
+      "\" type = \"", sv(mail::kMailboxHostType), "\""));
+}
+
+void print_letter(const mail::Letter& l) {
+  std::printf("id: %s\nto: %s\n", l.id.c_str(), l.to.c_str());
+  for (const auto& [name, value] : l.headers) {
+    std::visit(
+        [&](const auto& v) {
+          std::ostringstream os;
+          os << v;
+          std::printf("%s: %s\n", name.c_str(), os.str().c_str());
+        },
+        value);
+  }
+  std::optional<std::string> text = l.body.text();
+  std::printf("\n%s\n", text ? text->c_str() : "<a body that is not text>");
+}
+
+int run_verb(mail::PostOffice& office, const MailCommand& c) {
+  if (c.verb == "post") {
+    absl::StatusOr<mail::PostReceipt> r = office.post(c.address, mail::Letter::text(c.data));
+    if (!r.ok()) return fail(r.status());
+    std::printf("posted to %s: message id %s, send id %s, %s\n", r->address.c_str(),
+                r->message_id.c_str(), r->send_id.c_str(),
+                r->path == mail::PostPath::kPushed
+                    ? absl::StrCat("pushed to ", r->deliveries, " subscriber(s)").c_str()
+                    : "queued for fetch");
+    return 0;
+  }
+  if (c.verb == "fetch") {
+    std::optional<mail::Disposition> disposition = mail::parse_disposition(c.ack);
+    if (!disposition) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "--ack ", c.ack, " is not a disposition; write handled, discard or unhandled")));
+    }
+    // handled: an auto fetch; otherwise a manual fetch settled with the disposition asked for.
+    mail::FetchOptions o;
+    if (*disposition != mail::Disposition::kHandled) o.ack = mail::AckMode::kManual;
+    absl::StatusOr<std::optional<mail::Delivery>> d = office.fetch(c.address, o);
+    if (!d.ok()) return fail(d.status());
+    if (!d->has_value()) {
+      std::printf("no message queued at %s\n", c.address.c_str());
+      return 0;
+    }
+    print_letter((*d)->letter());
+    if (!(*d)->settled() && !(*d)->ack(*disposition)) {
+      return fail(absl::AbortedError("the settlement did not take effect (the lease ended)"));
+    }
+    return 0;
+  }
+  if (c.verb == "peek") {
+    absl::StatusOr<std::vector<mail::Letter>> letters = office.peek(c.address, 10);
+    if (!letters.ok()) return fail(letters.status());
+    if (letters->empty()) std::printf("no message queued at %s\n", c.address.c_str());
+    for (size_t i = 0; i < letters->size(); ++i) {
+      if (i > 0) std::printf("----\n");
+      print_letter((*letters)[i]);
+    }
+    return 0;
+  }
+  absl::StatusOr<mail::MailboxStatus> s = office.status(c.address);
+  if (!s.ok()) return fail(s.status());
+  std::printf("%s\n", s->to_json().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int mail_command(const MailCommand& command) {
+  if (command.verb != "post" && command.verb != "fetch" && command.verb != "peek" &&
+      command.verb != "status") {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("unknown verb '", command.verb, "'; write post, fetch, peek or status")));
+  }
+  if (command.verb == "fetch" && !mail::parse_disposition(command.ack)) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--ack ", command.ack, " is not a disposition; write handled, discard or unhandled")));
+  }
+  // M-ADDR-2: a bad address fails before anything is contacted.
+  absl::StatusOr<mail::MailAddress> address = mail::MailAddress::parse(command.address);
+  if (!address.ok()) return fail(address.status());
+
+  routing::NodeOptions o;
+  o.id = runtime::ProcId{runtime::Uid::random(*runtime::Label::parse("mail"))};
+  o.listen = *runtime::ChannelAddr::ipc_abstract(absl::StrCat("postal-mail-", ::getpid()));
+  o.scheduler.workers = 1;
+  o.system_actors = false;
+  absl::StatusOr<std::unique_ptr<routing::Node>> node = routing::Node::start(std::move(o));
+  if (!node.ok()) return fail(node.status());
+  std::shared_ptr<runtime::Client> client = *runtime::Client::attach((*node)->proc(), "mail");
+  absl::StatusOr<runtime::ActorAddr> host = find_mailbox_host(*client, command.topology);
+  if (!host.ok()) return fail(host.status());
+  absl::StatusOr<std::unique_ptr<mail::PostProvider>> provider =
+      mail::PostProvider::create(mail::PostOptions{.context = client, .host = *host});
+  if (!provider.ok()) return fail(provider.status());
+  mail::PostOffice office;
+  if (absl::Status s = office.register_provider(*std::move(provider)); !s.ok()) return fail(s);
+  if (absl::Status s = office.start(); !s.ok()) return fail(s);
+  return run_verb(office, command);
+}
+
+}  // namespace postal::tools
