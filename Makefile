@@ -9,6 +9,8 @@ FORMAT_DIRS  := wire runtime actors routing mail tools tests benchmarks examples
 
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere (CI) reuses the cache.
 export CCACHE_BASEDIR := $(CURDIR)
+# Debug builds (-g) would otherwise hash the build directory into every key.
+export CCACHE_NOHASHDIR := 1
 
 .PHONY: all deps configure build demo test asan bench fuzz format check-install clean
 
