@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "recording_senders.h"
 #include "postal/runtime/proc.h"
 
 namespace postal::routing {
@@ -32,21 +33,8 @@ POSTAL_MESSAGE(postal::routing::Msg, "test.routing.Msg");
 namespace postal::routing {
 namespace {
 
-// A sender that keeps what it is given.
-class Sink final : public runtime::MailboxSender {
- public:
-  void post_unchecked(EnvelopePtr env, runtime::ReturnHandle&) override {
-    got.push_back(std::move(env));
-  }
-  std::vector<EnvelopePtr> got;
-};
-
-class Returns final : public runtime::ReturnHandle {
- public:
-  void return_envelope(EnvelopePtr env) override { returned.push_back(std::move(env)); }
-  void drop(EnvelopePtr env, runtime::DropCause) override { dropped.push_back(std::move(env)); }
-  std::vector<EnvelopePtr> returned, dropped;
-};
+using testing::Returns;
+using testing::Sink;
 
 Uid label(const char* s) { return Uid::singleton(*Label::parse(s)); }
 
