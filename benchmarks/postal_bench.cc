@@ -22,14 +22,12 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "postal/postal.h"
 
 namespace postal_bench {
@@ -272,13 +270,23 @@ struct BlockingClient : Actor, Handles<Start> {
   }
 };
 
-// An idle actor that says when it has started (init ran).
+// How many Trivial actors have started (init ran) and stopped (on_stop ran).
+struct LifeCounts {
+  std::atomic<int> started{0};
+  std::atomic<int> stopped{0};
+};
+
+// An idle actor that counts itself in `counts` when it starts and stops (one pointer, so the
+// bytes-per-actor cases measure the runtime's share, not a fat test actor).
 struct Trivial : Actor, Handles<Item> {
-  std::atomic<int>* started;
-  explicit Trivial(std::atomic<int>* s) : started(s) {}
+  LifeCounts* counts;
+  explicit Trivial(LifeCounts* c) : counts(c) {}
   absl::Status init(Context&) override {
-    started->fetch_add(1, std::memory_order_relaxed);
+    counts->started.fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
+  }
+  void on_stop(Context&, const postal::ActorStatus&) override {
+    counts->stopped.fetch_add(1, std::memory_order_relaxed);
   }
   absl::Status handle(Context&, Item) override { return absl::OkStatus(); }
 };
@@ -286,11 +294,11 @@ struct Trivial : Actor, Handles<Item> {
 // Spawns SpawnChildren.n Trivial children and drops their handles (children live on; they stop
 // when this actor stops).
 struct Parent : Actor, Handles<SpawnChildren> {
-  std::atomic<int>* started;
-  explicit Parent(std::atomic<int>* s) : started(s) {}
+  LifeCounts* counts;
+  explicit Parent(LifeCounts* c) : counts(c) {}
   absl::Status handle(Context& cx, SpawnChildren m) override {
     for (int i = 0; i < m.n; ++i) {
-      absl::StatusOr<ActorHandle<Trivial>> child = cx.spawn<Trivial>("idle", started);
+      absl::StatusOr<ActorHandle<Trivial>> child = cx.spawn<Trivial>("idle", counts);
       if (!child.ok()) return child.status();
     }
     return absl::OkStatus();
@@ -584,7 +592,7 @@ void BM_PostalRequestReplyBlocking(benchmark::State& state) {
 
 struct SpawnRound {
   Proc& proc;
-  std::atomic<int> started{0};
+  LifeCounts counts;
   std::vector<ActorHandle<Trivial>> handles;
   int next_name = 0;
 
@@ -592,13 +600,13 @@ struct SpawnRound {
 
   // Spawns kSpawnCount actors and waits until each has run init.
   bool spawn_all(benchmark::State& state) {
-    started.store(0, std::memory_order_relaxed);
+    counts.started.store(0, std::memory_order_relaxed);
     for (int i = 0; i < kSpawnCount; ++i) {
-      auto h = postal::spawn<Trivial>(proc, absl::StrCat("t", next_name++), &started);
+      auto h = postal::spawn<Trivial>(proc, absl::StrCat("t", next_name++), &counts);
       if (!spawned(state, h)) return false;
       handles.push_back(*std::move(h));
     }
-    if (!spin_until_or_timeout(started, kSpawnCount)) {
+    if (!spin_until_or_timeout(counts.started, kSpawnCount)) {
       state.SkipWithError("spawn: actors did not all start within the timeout");
       return false;
     }
@@ -678,25 +686,24 @@ double bytes_per(size_t before, size_t after, int n) {
 
 // n idle actors as children of one parent actor (the cheaper path: a child's uid is a random
 // number under one shared label, and no handle is kept, while a root actor needs a distinct name,
-// interned for the life of the process; see BM_PostalBytesPerIdleRootActor). The actors are left
-// to the proc's destructor rather than stopped one by one: with Debian's abseil, whose
-// absl::Mutex deadlock detection is on, stopping a million actors takes seconds (see
-// docs/benchmarks.md), and it is not what this case measures.
+// interned for the life of the process; see BM_PostalBytesPerIdleRootActor). Like the CAF case it
+// stops them all afterwards: stopping the parent stops its children (R-ACT-3).
 void BM_PostalBytesPerIdleActor(benchmark::State& state) {
   const auto n = static_cast<int>(state.range(0));
-  std::atomic<int> started{0};  // declared before the proc: the actors point at it until the end
+  LifeCounts counts;  // declared before the proc: the actors point at it until the end
   Proc proc(threads_options(2));
   auto client = Client::attach(proc, "bench");
   if (!client.ok()) return state.SkipWithError(client.status().ToString().c_str());
   double bytes_per_actor = 0;
   int round = 0;
   for (auto _ : state) {
-    started.store(0, std::memory_order_relaxed);
-    auto parent = postal::spawn<Parent>(proc, absl::StrCat("parent", round++), &started);
+    counts.started.store(0, std::memory_order_relaxed);
+    counts.stopped.store(0, std::memory_order_relaxed);
+    auto parent = postal::spawn<Parent>(proc, absl::StrCat("parent", round++), &counts);
     if (!spawned(state, parent)) return;
     const size_t before = rss_bytes();
     parent->ref().send(**client, SpawnChildren{n});
-    if (!spin_until_or_timeout(started, n)) {
+    if (!spin_until_or_timeout(counts.started, n)) {
       return state.SkipWithError("idle children did not all start within the timeout");
     }
     // Give the scheduler a moment to finish the last initializations (as the CAF case does).
@@ -704,6 +711,10 @@ void BM_PostalBytesPerIdleActor(benchmark::State& state) {
     const size_t after = rss_bytes();
     bytes_per_actor = bytes_per(before, after, n);
     state.counters["mailboxes"] = static_cast<double>(proc.mailbox_count());
+    stop_and_wait(*parent);
+    if (!spin_until_or_timeout(counts.stopped, n)) {
+      return state.SkipWithError("idle children did not all stop within the timeout");
+    }
   }
   state.counters["bytes_per_actor"] = bytes_per_actor;
 }
@@ -712,17 +723,17 @@ void BM_PostalBytesPerIdleActor(benchmark::State& state) {
 // handles are not kept (the proc frees them when it is destroyed).
 void BM_PostalBytesPerIdleRootActor(benchmark::State& state) {
   const auto n = static_cast<int>(state.range(0));
-  std::atomic<int> started{0};  // declared before the proc: the actors point at it until the end
+  LifeCounts counts;  // declared before the proc: the actors point at it until the end
   Proc proc(threads_options(2));
   double bytes_per_actor = 0;
   for (auto _ : state) {
-    started.store(0, std::memory_order_relaxed);
+    counts.started.store(0, std::memory_order_relaxed);
     const size_t before = rss_bytes();
     for (int i = 0; i < n; ++i) {
-      auto h = postal::spawn<Trivial>(proc, absl::StrCat("a", i), &started);
+      auto h = postal::spawn<Trivial>(proc, absl::StrCat("a", i), &counts);
       if (!spawned(state, h)) return;
     }
-    if (!spin_until_or_timeout(started, n)) {
+    if (!spin_until_or_timeout(counts.started, n)) {
       return state.SkipWithError("idle actors did not all start within the timeout");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -772,19 +783,4 @@ BENCHMARK(BM_PostalBytesPerIdleRootActor)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// POSTAL_BENCH_ABSL_DEADLOCK_DETECTION=off turns off absl::Mutex's deadlock detector for a
-// diagnostic run. Debian's libabsl is built without NDEBUG, so the detector is on by default: every
-// absl::Mutex locked gets a node in one global graph (behind one spinlock, with hash chains that
-// grow with the number of live mutexes), removed when the mutex is destroyed. The default run
-// keeps it on, as a program linking the system abseil gets it; the JSON context records which.
-int main(int argc, char** argv) {
-  const char* mode = std::getenv("POSTAL_BENCH_ABSL_DEADLOCK_DETECTION");
-  const bool off = mode != nullptr && std::string_view(mode) == "off";
-  if (off) absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  benchmark::AddCustomContext("absl_deadlock_detection", off ? "off" : "default");
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+BENCHMARK_MAIN();

@@ -231,11 +231,10 @@ def machine_lines(contexts, background):
         cpus = os.cpu_count()
     try:
         commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                                text=True, check=True).stdout.strip()
+                                text=True, check=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
-    detection = sorted({c.get("absl_deadlock_detection") for c in contexts
-                        if c.get("absl_deadlock_detection")})
     lines = [
         f"Measured {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} at commit `{commit}` "
         f"on {cpus} CPUs (nproc), `{model}`; {len(contexts)} program runs.",
@@ -255,8 +254,6 @@ def machine_lines(contexts, background):
         if reps:
             lines.append("Background CPU use by repetition: " + "; ".join(
                 f"{r}: {min(v)}–{max(v)} %" for r, v in sorted(reps.items())) + ".")
-    if detection:
-        lines.append(f"postal_bench absl deadlock detection: {', '.join(detection)}.")
     return lines
 
 
