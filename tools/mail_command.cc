@@ -77,14 +77,14 @@ absl::StatusOr<runtime::ActorAddr> find_mailbox_host(runtime::SendContext& cx,
 
 void print_letter(const mail::Letter& l) {
   std::printf("id: %s\nto: %s\n", l.id.c_str(), l.to.c_str());
-  for (const auto& [name, value] : l.headers) {
+  for (const auto& header : l.headers) {
     std::visit(
         [&](const auto& v) {
           std::ostringstream os;
           os << v;
-          std::printf("%s: %s\n", name.c_str(), os.str().c_str());
+          std::printf("%s: %s\n", header.first.c_str(), os.str().c_str());
         },
-        value);
+        header.second);
   }
   std::optional<std::string> text = l.body.text();
   std::printf("\n%s\n", text ? text->c_str() : "<a body that is not text>");
