@@ -11,8 +11,9 @@ namespace postal::tools {
 int demo_command(const std::string& self_binary);
 // `postal up FILE`: bring a topology up in the foreground until Ctrl-C or a proc dies.
 int up_command(const std::string& self_binary, const std::string& file);
-// `postal status [NAME]`: the procs, actors, queue depths and failures of running topologies.
-int status_command(const std::string& name);
+// `postal status [NAME] [--json]`: the procs, actors, queue depths and failures of running
+// topologies; dead procs as dead.
+int status_command(const std::string& name, bool json);
 // `postal bench`: the routing benchmark matrix with its peers (bench_command.cc).
 int bench_command(const std::string& self_binary, const BenchOptions& options);
 
@@ -26,8 +27,5 @@ struct MailCommand {
   std::string topology;  // empty: every running topology
 };
 int mail_command(const MailCommand& command);
-
-// Where a running topology records its procs for `postal status`.
-std::string state_file(const std::string& topology);
 
 }  // namespace postal::tools

@@ -7,9 +7,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "commands.h"
@@ -20,6 +17,7 @@
 #include "postal/routing/node.h"
 #include "postal/runtime/client.h"
 #include "postal/wire/absl_compat.h"
+#include "topology_state.h"
 
 namespace postal::tools {
 namespace {
@@ -29,38 +27,21 @@ int fail(const absl::Status& s) {
   return 1;
 }
 
-std::vector<std::filesystem::path> state_files(const std::string& topology) {
-  std::vector<std::filesystem::path> files;
-  if (!topology.empty()) {
-    if (std::filesystem::exists(state_file(topology))) files.push_back(state_file(topology));
-  } else if (std::filesystem::is_directory("/tmp/postal")) {
-    for (const auto& e : std::filesystem::directory_iterator("/tmp/postal")) {
-      if (e.path().extension() == ".state") files.push_back(e.path());
-    }
-  }
-  return files;
-}
-
 // The first recorded proc whose `mailbox-host` answers.
 absl::StatusOr<runtime::ActorAddr> find_mailbox_host(runtime::SendContext& cx,
                                                      const std::string& topology) {
-  std::vector<std::filesystem::path> files = state_files(topology);
-  if (files.empty()) {
+  std::vector<TopologyState> topologies = read_topology_states(topology);
+  if (topologies.empty()) {
     return absl::NotFoundError(absl::StrCat(
         "no running topology", topology.empty() ? "" : absl::StrCat(" named ", topology),
         "; start one with `postal up FILE`"));
   }
   const runtime::Uid uid =
       runtime::Uid::singleton(*runtime::Label::parse(std::string(mail::kMailboxHostName)));
-  for (const auto& file : files) {
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream words(line);
-      std::string kind, addr_text;
-      words >> kind >> addr_text;
-      if (kind != "proc") continue;
-      absl::StatusOr<runtime::ProcAddr> proc = runtime::ProcAddr::parse(addr_text);
+  for (const TopologyState& state : topologies) {
+    for (const TopologyMember& member : state.members) {
+      if (member.kind != TopologyMember::Kind::kProc || member.dead) continue;
+      absl::StatusOr<runtime::ProcAddr> proc = runtime::ProcAddr::parse(member.addr);
       if (!proc.ok()) continue;
       runtime::ActorAddr host = proc->actor(uid);
       absl::StatusOr<mail::MailReply> hello = actors::ActorRef<mail::MailboxHost>(host).request(

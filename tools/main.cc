@@ -6,24 +6,63 @@
 //   postal bench [...]          benchmark routing beside raw sockets, CAF and NATS
 //   postal mail VERB ADDR       post|fetch|peek|status a post: mailbox (mail_command.cc)
 //   postal proc --name ...      (used by hosts) run one proc; see routing/proc_main.h
+//   postal version              the version and the wire version (also `postal --version`)
+//
+// Every subcommand takes --log-level (POSTAL_LOG's syntax, e.g. info,postal.routing=debug).
+// Exit codes, for every subcommand: 0 ok, 1 a runtime failure, 2 a usage error.
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "postal/mail/mailbox_host.h"
+#include "postal/routing/frame.h"
 #include "postal/routing/proc_main.h"
+#include "postal/runtime/logger.h"
 
 namespace {
+
+constexpr int kUsageError = 2;
 
 std::string self_binary(const char* argv0) {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) return argv0;
   return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string version_text() {
+  return absl::StrCat("postal ", POSTAL_VERSION, " (wire version ", postal::routing::kWireVersion,
+                      ")");
+}
+
+// The first argument that is not an option, when it names no subcommand: CLI11 would call it
+// an unexpected argument; say what it is instead.
+bool unknown_subcommand(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--log-level") {
+      ++i;  // its value
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->get_name() == arg) return false;
+    }
+    std::string known;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      absl::StrAppend(&known, known.empty() ? "" : ", ", sub->get_name());
+    }
+    std::fprintf(stderr, "postal: unknown subcommand '%s' (known: %s); see postal --help\n",
+                 argv[i], known.c_str());
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -36,15 +75,24 @@ int main(int argc, char** argv) {
 
   CLI::App app{"postal: compose, run and inspect topologies of actor procs"};
   app.require_subcommand(1);
+  app.fallthrough();  // --log-level may follow any subcommand
+  app.set_version_flag("--version", version_text());
+  std::string log_level;
+  app.add_option("--log-level", log_level,
+                 "log levels, e.g. debug or info,postal.routing=debug (default: $POSTAL_LOG, "
+                 "else info)");
+  app.add_subcommand("version", "print the version and the wire version");
   app.add_subcommand("demo", "run a three-proc topology on embedded defaults and print what it measured");
   std::string file;
   app.add_subcommand("up", "bring a topology file up in the foreground (Ctrl-C tears it down)")
       ->add_option("file", file, "the topology file (TOML); see docs/topologies.md")
       ->required();
   std::string name;
-  app.add_subcommand("status", "show procs, actors, queue depths and failure counts")
-      ->add_option("name", name, "the topology's name (default: every running topology)");
-  app.add_subcommand("proc", "run one proc (used by hosts; see routing/proc_main.h)");
+  bool json = false;
+  CLI::App* status = app.add_subcommand("status", "show procs, actors, queue depths and failure counts");
+  status->add_option("name", name, "the topology's name (default: every running topology)");
+  status->add_flag("--json", json, "print the status as JSON");
+  app.add_subcommand("proc", "run one proc (used by hosts; `postal proc --help` for its flags)");
   postal::tools::BenchOptions bench;
   postal::tools::add_bench_subcommand(app, bench);
   postal::tools::MailCommand mail;
@@ -55,13 +103,32 @@ int main(int argc, char** argv) {
   mail_app->add_option("--data", mail.data, "post: the text to send");
   mail_app->add_option("--ack", mail.ack, "fetch: handled (default) | discard | unhandled");
   mail_app->add_option("--topology", mail.topology, "the topology (default: every running one)");
-  CLI11_PARSE(app, argc, argv);
+
+  if (unknown_subcommand(app, argc, argv)) return kUsageError;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kUsageError;
+  }
+  if (!log_level.empty()) {
+    if (absl::Status s = postal::runtime::configure_logging(log_level); !s.ok()) {
+      std::fprintf(stderr, "postal: --log-level: %s\n", std::string(s.message()).c_str());
+      return kUsageError;
+    }
+  }
 
   const std::string self = self_binary(argv[0]);
+  if (app.got_subcommand("version")) {
+    std::printf("%s\n", version_text().c_str());
+    return 0;
+  }
   if (app.got_subcommand("demo")) return postal::tools::demo_command(self);
   if (app.got_subcommand("up")) return postal::tools::up_command(self, file);
-  if (app.got_subcommand("status")) return postal::tools::status_command(name);
+  if (app.got_subcommand("status")) return postal::tools::status_command(name, json);
   if (app.got_subcommand("mail")) return postal::tools::mail_command(mail);
   if (app.got_subcommand("bench")) return postal::tools::bench_command(self, bench);
-  return 2;
+  return kUsageError;
 }

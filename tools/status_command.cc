@@ -1,34 +1,73 @@
-// `postal status [NAME]`: asks every proc of running topologies for its status.
+// `postal status [NAME] [--json]`: asks every live proc of running topologies for its status.
+//
+// A proc the host saw exit is shown as dead (from the state file) without being asked; a live
+// one that does not answer within 3 s is shown as unreachable. Exit 0 when every proc answered,
+// 1 when one is dead or unreachable or no topology runs.
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "drive.h"
+#include "nlohmann/json.hpp"
 #include "postal/routing/node.h"
+#include "topology_state.h"
 
 namespace postal::tools {
+namespace {
 
-int status_command(const std::string& name) {
-  std::vector<std::filesystem::path> files;
-  if (!name.empty()) {
-    files.push_back(state_file(name));
-    if (!std::filesystem::exists(files.back())) {
-      std::fprintf(stderr, "postal status: no running topology named %s (no %s); start one with "
-                           "`postal up FILE`\n", name.c_str(), files.back().c_str());
-      return 1;
-    }
-  } else if (std::filesystem::is_directory("/tmp/postal")) {
-    for (const auto& e : std::filesystem::directory_iterator("/tmp/postal")) {
-      if (e.path().extension() == ".state") files.push_back(e.path());
-    }
+// One member of a topology as `postal status` reports it.
+struct MemberStatus {
+  std::string addr;
+  long pid = 0;
+  std::string state;   // "up" | "dead" | "unreachable"
+  std::string detail;  // how it died, or why it did not answer
+  std::optional<actors::ProcStatus> status;
+};
+
+nlohmann::json to_json(const MemberStatus& m) {
+  nlohmann::json j{{"address", m.addr}, {"state", m.state}};
+  if (m.pid != 0) j["pid"] = m.pid;
+  if (!m.detail.empty()) j["detail"] = m.detail;
+  if (!m.status) return j;
+  const runtime::ProcStatsSnapshot& s = m.status->stats;
+  j["stats"] = {{"posted", s.posted},
+                {"delivered", s.delivered},
+                {"returned", s.returned},
+                {"dropped", s.dropped},
+                {"failures",
+                 {{"invalid_reference", s.invalid_reference},
+                  {"transport", s.transport},
+                  {"port_gone", s.port_gone},
+                  {"expired", s.expired}}}};
+  nlohmann::json actors = nlohmann::json::array();
+  for (const auto& a : m.status->actors) {
+    actors.push_back({{"id", a.id}, {"state", a.state}, {"queued", a.queued}});
   }
-  if (files.empty()) {
-    std::fprintf(stderr, "postal status: no running topology; start one with `postal up FILE`\n");
+  j["actors"] = std::move(actors);
+  return j;
+}
+
+void print_table(const std::vector<MemberStatus>& members) {
+  std::vector<actors::ProcStatus> live;
+  for (const MemberStatus& m : members) {
+    if (m.status) live.push_back(*m.status);
+  }
+  if (!live.empty()) print_status_table(live, /*with_actors=*/true);
+  for (const MemberStatus& m : members) {
+    if (!m.status) std::printf("%-58s %s: %s\n", m.addr.c_str(), m.state.c_str(), m.detail.c_str());
+  }
+}
+
+}  // namespace
+
+int status_command(const std::string& name, bool json) {
+  std::vector<TopologyState> topologies = read_topology_states(name);
+  if (topologies.empty()) {
+    std::fprintf(stderr, "postal status: no running topology%s; start one with `postal up FILE`\n",
+                 name.empty() ? "" : absl::StrCat(" named ", name).c_str());
     return 1;
   }
   // A throwaway proc to ask from; replies come back to its abstract socket.
@@ -44,30 +83,39 @@ int status_command(const std::string& name) {
   }
   auto client = *runtime::Client::attach((*node)->proc(), "status");
   int rc = 0;
-  for (const auto& file : files) {
-    std::printf("topology %s\n", file.stem().c_str());
-    std::ifstream in(file);
-    std::string line;
-    std::vector<actors::ProcStatus> all;
-    while (std::getline(in, line)) {
-      std::istringstream words(line);
-      std::string kind, addr_text;
-      words >> kind >> addr_text;
-      if (kind != "proc" && kind != "gateway") continue;
-      absl::StatusOr<runtime::ProcAddr> addr = runtime::ProcAddr::parse(addr_text);
-      if (!addr.ok()) continue;
-      absl::StatusOr<actors::ProcStatus> s = actors::query_status(*client, *addr, absl::Seconds(3));
-      if (s.ok()) {
-        all.push_back(*std::move(s));
+  nlohmann::json out = {{"topologies", nlohmann::json::array()}};
+  for (const TopologyState& topology : topologies) {
+    std::vector<MemberStatus> members;
+    for (const TopologyMember& m : topology.members) {
+      MemberStatus row{m.addr, m.pid, "up", "", std::nullopt};
+      absl::StatusOr<runtime::ProcAddr> addr = runtime::ProcAddr::parse(m.addr);
+      if (m.dead) {
+        row.state = "dead";
+        row.detail = m.exit;
+      } else if (!addr.ok()) {
+        row.state = "unreachable";
+        row.detail = absl::StrCat("bad address in the state file: ", addr.status().message());
+      } else if (absl::StatusOr<actors::ProcStatus> s =
+                     actors::query_status(*client, *addr, absl::Seconds(3));
+                 s.ok()) {
+        row.status = *std::move(s);
       } else {
-        actors::ProcStatus missing;
-        missing.proc = absl::StrCat(addr_text, ": no answer (", s.status().message(), ")");
-        all.push_back(std::move(missing));
-        rc = 1;
+        row.state = "unreachable";
+        row.detail = absl::StrCat("no answer: ", s.status().message());
       }
+      if (row.state != "up") rc = 1;
+      members.push_back(std::move(row));
     }
-    print_status_table(all, /*with_actors=*/true);
+    if (json) {
+      nlohmann::json procs = nlohmann::json::array();
+      for (const MemberStatus& m : members) procs.push_back(to_json(m));
+      out["topologies"].push_back({{"name", topology.name}, {"procs", std::move(procs)}});
+    } else {
+      std::printf("topology %s\n", topology.name.c_str());
+      print_table(members);
+    }
   }
+  if (json) std::printf("%s\n", out.dump(2).c_str());
   return rc;
 }
 

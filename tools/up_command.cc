@@ -4,27 +4,16 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "drive.h"
 #include "postal/wire/absl_compat.h"
+#include "topology_state.h"
 
 namespace postal::tools {
 namespace {
-
-void write_state(const routing::Host& host) {
-  std::string path = state_file(host.spec().name);
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream out(path, std::ios::trunc);
-  out << "pid " << ::getpid() << "\n";
-  for (const routing::Node* g : host.gateways()) {
-    out << "gateway " << const_cast<routing::Node*>(g)->proc().addr().to_string() << "\n";
-  }
-  for (const auto& p : host.procs()) out << "proc " << p.addr.to_string() << "\n";
-}
 
 // Runs the file's [workload] once, if it has one, and prints the result; a signal abandons it.
 bool run_workload(routing::Host& host, const std::atomic<int>& signalled) {
@@ -67,10 +56,6 @@ bool run_workload(routing::Host& host, const std::atomic<int>& signalled) {
 
 }  // namespace
 
-std::string state_file(const std::string& topology) {
-  return absl::StrCat("/tmp/postal/", topology, ".state");
-}
-
 int up_command(const std::string& self_binary, const std::string& file) {
   absl::StatusOr<routing::TopologySpec> spec = routing::load_topology(file);
   if (!spec.ok()) {
@@ -100,7 +85,8 @@ int up_command(const std::string& self_binary, const std::string& file) {
     std::fprintf(stderr, "postal up: %s\n", std::string(host.status().message()).c_str());
     return 1;
   }
-  write_state(**host);
+  std::vector<routing::ProcExit> exits;
+  write_topology_state(**host, exits);
   bool ok = run_workload(**host, signalled);
   std::printf("topology %s is up; `postal status %s` inspects it; Ctrl-C tears it down\n",
               spec->name.c_str(), spec->name.c_str());
@@ -111,6 +97,8 @@ int up_command(const std::string& self_binary, const std::string& file) {
     std::optional<routing::ProcExit> exit = (*host)->next_exit(absl::Milliseconds(200));
     if (!exit) continue;
     std::printf("supervision: proc %s\n", exit->to_string().c_str());
+    exits.push_back(*exit);
+    write_topology_state(**host, exits);  // `postal status` shows it dead
     if (spec->on_proc_exit == routing::OnProcExit::kTeardown) {
       std::printf("on_proc_exit = teardown: stopping the topology\n");
       rc = 1;

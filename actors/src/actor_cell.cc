@@ -6,13 +6,13 @@
 // time (R-ACT-2). The mailbox owns the cell, and the proc's muxer keeps the mailbox as a
 // tombstone after the actor ends (R-ACT-4); the user's Actor object is freed at the end.
 #include <exception>
-#include <iostream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "postal/wire/absl_compat.h"
 #include "absl/synchronization/mutex.h"
 #include "postal/actors/context.h"
+#include "postal/runtime/logger.h"
 #include "postal/runtime/mpsc_queue.h"
 
 namespace postal::actors {
@@ -20,6 +20,7 @@ namespace {
 
 using runtime::DeliveryFailure;
 using runtime::EnvelopePtr;
+using runtime::Logger;
 using runtime::InvalidReason;
 using runtime::MailboxState;
 using runtime::MessageEnvelope;
@@ -190,7 +191,8 @@ class ActorCell final : public Context,
       return absl::OkStatus();
     });
     if (!stopped.ok()) {
-      std::cerr << "postal: on_stop of " << self_addr().id.to_string() << ": " << stopped << "\n";
+      Logger::actors().error(
+          absl::StrCat("on_stop of ", self_addr().id.to_string(), ": ", stopped.ToString()));
     }
     if (failed) report_failure(status.reason);
     actor_.reset();
@@ -208,8 +210,8 @@ class ActorCell final : public Context,
       proc_.send(std::move(env));
       return;
     }
-    std::cerr << "postal: root actor " << self_addr().id.to_string() << " failed: " << error
-              << "\n";
+    Logger::actors().error(
+        absl::StrCat("root actor ", self_addr().id.to_string(), " failed: ", error));
   }
 
   // Envelopes still queued when the actor ended go back to their senders, never vanish.

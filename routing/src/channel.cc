@@ -24,7 +24,8 @@ IoThread::IoThread() : context_(std::make_unique<boost::asio::io_context>(1)) {
         ctx->run();
         return;
       } catch (const std::exception& e) {  // a handler threw: log it and keep the thread alive
-        internal::log_line(std::string("I/O thread: unexpected exception: ") + e.what());
+        runtime::Logger::routing().error(
+            absl::StrCat("I/O thread: unexpected exception: ", e.what()));
       }
     }
   });

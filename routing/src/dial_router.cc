@@ -1,6 +1,7 @@
 #include "postal/routing/dial_router.h"
 
 #include "absl/strings/str_cat.h"
+#include "postal/runtime/logger.h"
 
 namespace postal::routing {
 
@@ -39,8 +40,14 @@ absl::StatusOr<ChannelClient*> DialRouter::client_for(const runtime::ChannelAddr
   }
   absl::StatusOr<std::unique_ptr<ChannelClient>> dialed =
       ChannelClient::dial(io_, addr, returns_, options_);
-  if (!dialed.ok()) return dialed.status();
+  if (!dialed.ok()) {
+    runtime::Logger::routing().debug(std::string(dialed.status().message()));  // returned as DialFailed
+    return dialed.status();
+  }
   ++dials_;
+  if (runtime::Logger::routing().enabled(runtime::LogLevel::kDebug)) {
+    runtime::Logger::routing().debug(absl::StrCat("dial router: dialed ", addr.to_string()));
+  }
   ChannelClient* client = dialed->get();
   clients_.emplace(addr, *std::move(dialed));
   return client;

@@ -10,12 +10,26 @@
 #include <string_view>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "postal/routing/node.h"
 #include "postal/routing/workload.h"
+#include "postal/runtime/logger.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::routing {
 namespace {
+
+constexpr std::string_view kUsage =
+    "usage: postal proc --name NAME --listen ADDR [--location LOC] [--workers N]\n"
+    "                   [--ready-fd FD] [--delivery-timeout-ms N] [--log-level SPEC]\n"
+    "Runs one proc (hosts launch it; see docs/topologies.md). Writes `POSTAL-READY <proc address>\n"
+    "<listen address>` to the ready fd once serving; runs until SIGINT/SIGTERM or its parent dies.\n"
+    "--log-level takes POSTAL_LOG's syntax, e.g. info,postal.routing=debug.\n";
+
+const runtime::Logger& log() { return runtime::Logger::routing(); }
+
+// Why the flags did not parse (exit 2), or that --help was asked (exit 0).
+enum class ParseResult { kOk, kUsageError, kHelp };
 
 struct ProcFlags {
   std::string name;
@@ -24,13 +38,15 @@ struct ProcFlags {
   int workers = 0;
   int ready_fd = 1;
   int delivery_timeout_ms = 0;  // 0: the channel default
+  std::string log_level;        // empty: POSTAL_LOG or the default
 };
 
-// Parses `--flag=value` / `--flag value`; on error prints it and returns false.
-bool parse_flags(int argc, char** argv, ProcFlags& out) {
+// Parses `--flag=value` / `--flag value`; logs what is wrong.
+ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
-    if (arg == "proc") continue;  // `postal proc ...`
+    if (arg == "proc" && i == 1) continue;  // `postal proc ...`
+    if (arg == "--help" || arg == "-h") return ParseResult::kHelp;
     std::string_view key = arg, value;
     if (auto eq = arg.find('='); eq != std::string_view::npos) {
       key = arg.substr(0, eq);
@@ -38,8 +54,8 @@ bool parse_flags(int argc, char** argv, ProcFlags& out) {
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
-      std::fprintf(stderr, "postal proc: %s needs a value\n", argv[i]);
-      return false;
+      log().error(absl::StrCat("postal proc: ", sv(arg), " needs a value; see postal proc --help"));
+      return ParseResult::kUsageError;
     }
     if (key == "--name") {
       out.name = value;
@@ -47,46 +63,60 @@ bool parse_flags(int argc, char** argv, ProcFlags& out) {
       out.listen = value;
     } else if (key == "--location") {
       out.location = value;
+    } else if (key == "--log-level") {
+      out.log_level = value;
     } else if (key == "--workers" || key == "--ready-fd" || key == "--delivery-timeout-ms") {
       int n = 0;
       if (!absl::SimpleAtoi(sv(value), &n) || n < 0) {
-        std::fprintf(stderr, "postal proc: %.*s wants a non-negative number, got \"%.*s\"\n",
-                     static_cast<int>(key.size()), key.data(), static_cast<int>(value.size()),
-                     value.data());
-        return false;
+        log().error(absl::StrCat("postal proc: ", sv(key), " wants a non-negative number, got \"",
+                                 sv(value), "\""));
+        return ParseResult::kUsageError;
       }
       (key == "--workers"    ? out.workers
        : key == "--ready-fd" ? out.ready_fd
                              : out.delivery_timeout_ms) = n;
     } else {
-      std::fprintf(stderr,
-                   "postal proc: unknown flag %.*s (known: --name, --listen, --location, "
-                   "--workers, --ready-fd, --delivery-timeout-ms)\n",
-                   static_cast<int>(key.size()), key.data());
-      return false;
+      log().error(absl::StrCat("postal proc: unknown flag ", sv(key),
+                               " (known: --name, --listen, --location, --workers, --ready-fd, "
+                               "--delivery-timeout-ms, --log-level, --help)"));
+      return ParseResult::kUsageError;
     }
   }
   if (out.name.empty() || out.listen.empty()) {
-    std::fprintf(stderr, "postal proc: --name and --listen are required, e.g. "
-                         "postal proc --name alpha --listen ipc:///tmp/alpha.sock\n");
-    return false;
+    log().error(
+        "postal proc: --name and --listen are required, e.g. "
+        "postal proc --name alpha --listen ipc:///tmp/alpha.sock");
+    return ParseResult::kUsageError;
   }
-  return true;
+  return ParseResult::kOk;
 }
 
 }  // namespace
 
 int proc_main(int argc, char** argv) {
   ProcFlags flags;
-  if (!parse_flags(argc, argv, flags)) return 2;
+  switch (parse_flags(argc, argv, flags)) {
+    case ParseResult::kOk: break;
+    case ParseResult::kHelp:
+      // proc_main is a program's main: its usage goes to stdout like any command's --help.
+      std::fwrite(kUsage.data(), 1, kUsage.size(), stdout);
+      return 0;
+    case ParseResult::kUsageError: return 2;
+  }
+  if (!flags.log_level.empty()) {
+    if (absl::Status s = runtime::configure_logging(flags.log_level); !s.ok()) {
+      log().error(absl::StrCat("postal proc: --log-level: ", s.message()));
+      return 2;
+    }
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // die with the host
   register_workload_actors();
 
   absl::StatusOr<runtime::Label> name = runtime::Label::parse(flags.name);
   absl::StatusOr<runtime::ChannelAddr> listen = runtime::ChannelAddr::parse(flags.listen);
   if (!name.ok() || !listen.ok()) {
-    std::fprintf(stderr, "postal proc: %s\n",
-                 std::string((!name.ok() ? name.status() : listen.status()).message()).c_str());
+    log().error(absl::StrCat("postal proc: ",
+                             (!name.ok() ? name.status() : listen.status()).message()));
     return 2;
   }
   NodeOptions options;
@@ -99,8 +129,7 @@ int proc_main(int argc, char** argv) {
   if (!flags.location.empty()) {
     absl::StatusOr<runtime::Location> location = runtime::Location::parse(flags.location);
     if (!location.ok()) {
-      std::fprintf(stderr, "postal proc: --location: %s\n",
-                   std::string(location.status().message()).c_str());
+      log().error(absl::StrCat("postal proc: --location: ", location.status().message()));
       return 2;
     }
     options.location = *location;
@@ -115,8 +144,7 @@ int proc_main(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<Node>> node = Node::start(std::move(options));
   if (!node.ok()) {
-    std::fprintf(stderr, "postal proc %s: %s\n", flags.name.c_str(),
-                 std::string(node.status().message()).c_str());
+    log().error(absl::StrCat("postal proc ", flags.name, ": ", node.status().message()));
     return 1;
   }
   std::string ready = "POSTAL-READY " + (*node)->proc().addr().to_string() + " " +

@@ -10,7 +10,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <iostream>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -187,7 +186,5 @@ uint16_t tcp_port(const Endpoint& endpoint) {
   }
   return 0;
 }
-
-void log_line(std::string_view line) { std::cerr << "postal: " << line << "\n"; }
 
 }  // namespace postal::routing::internal

@@ -16,10 +16,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "postal/runtime/logger.h"
 #include "absl/time/time.h"
 #include "postal/runtime/location.h"
 
 namespace postal::routing::internal {
+
+// The routing layer's logger.
+inline const runtime::Logger& log() { return runtime::Logger::routing(); }
 
 using Socket = boost::asio::generic::stream_protocol::socket;
 using Endpoint = boost::asio::generic::stream_protocol::endpoint;
@@ -43,8 +47,5 @@ void tune(Socket& socket, const runtime::ChannelAddr& addr);
 
 // The port of a bound tcp endpoint.
 uint16_t tcp_port(const Endpoint& endpoint);
-
-// One log line on stderr, prefixed "postal: ".
-void log_line(std::string_view line);
 
 }  // namespace postal::routing::internal

@@ -69,6 +69,9 @@ absl::Status StreamClientCore::connect_first() {
   absl::Status s = connect_blocking(socket_, endpoints_, options_.delivery_timeout);
   if (!s.ok()) return absl::UnavailableError(absl::StrCat("dial ", addr_text_, ": ", s.message()));
   tune(socket_, addr_);
+  if (log().enabled(runtime::LogLevel::kDebug)) {
+    log().debug(absl::StrCat("channel ", addr_text_, ": connected (session ", session_, ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -270,7 +273,7 @@ void StreamClientCore::on_welcome(uint64_t gen, const WelcomeFrame& welcome) {
   link_ = Link::kUp;
   backoff_ = options_.reconnect_initial;
   if (outage_) {
-    log_line(absl::StrCat("channel ", addr_text_, ": reconnected (session ", session, " at seq ",
+    log().info(absl::StrCat("channel ", addr_text_, ": reconnected (session ", session, " at seq ",
                           welcome.next_expected_seq, "); sending ", retransmit,
                           " unacked envelopes"));
     outage_ = false;
@@ -326,7 +329,7 @@ void StreamClientCore::on_reject(uint64_t gen, const RejectFrame& reject) {
     new_session_locked();
     resumed = next_seq_;
   }
-  log_line(absl::StrCat(why, "; returning ", returned.size(),
+  log().warn(absl::StrCat(why, "; returning ", returned.size(),
                         " written but unacked envelopes, resuming ", resumed,
                         " on a new session (was ", old_session, ")"));
   last_error_ = why;
@@ -421,7 +424,7 @@ void StreamClientCore::link_failed(uint64_t gen, std::string why) {
     // A peer that went away with nothing of ours pending is routine (it stopped); say so only
     // when envelopes are waiting on it.
     if (unacked() > 0) {
-      log_line(absl::StrCat("channel ", addr_text_, ": connection lost (", why, "); reconnecting"));
+      log().warn(absl::StrCat("channel ", addr_text_, ": connection lost (", why, "); reconnecting"));
     }
     outage_ = true;
   }
@@ -512,7 +515,7 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   link_ = Link::kDown;
   ++gen_;
   if (!absl::IsCancelled(why) || !returned.empty()) {
-    log_line(
+    log().warn(
         absl::StrCat(why.message(), "; channel closed, returning ", returned.size(), " envelopes"));
   }
   const std::string detail(why.message());

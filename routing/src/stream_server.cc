@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "postal/routing/frame.h"
+#include "postal/runtime/log_rate_limit.h"
 #include "postal/wire/absl_compat.h"
 #include "socket_util.h"
 #include "transports.h"
@@ -87,6 +88,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   IoThread& io_;
   ChannelAddr local_;
   std::string text_;
+  runtime::LogRateLimit accept_errors_{absl::Seconds(1)};  // an fd shortage repeats every 100 ms
   runtime::MailboxSender& deliver_to_;
   runtime::ReturnHandle& ret_;
   const ChannelOptions options_;
@@ -116,7 +118,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     closed_ = true;
     if (!why.empty()) {
-      log_line(absl::StrCat("channel server ", core_->text_, ": closing connection #", number_,
+      log().info(absl::StrCat("channel server ", core_->text_, ": closing connection #", number_,
                             ": ", sv(why)));
     }
     boost::system::error_code ignored;
@@ -184,6 +186,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return false;
       }
       it = core_->sessions_.emplace(hello.client_session, std::make_unique<Session>()).first;
+      if (log().enabled(runtime::LogLevel::kDebug)) {
+        log().debug(absl::StrCat("channel server ", core_->text_, ": new session ",
+                                 hello.client_session, " on connection #", number_));
+      }
     } else if (it->second->next_expected < hello.first_unacked_seq) {
       reject(absl::StrCat("session ", hello.client_session,
                           " out of sync: the client's first "
@@ -227,7 +233,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void reject(const std::string& reason) {
-    log_line(absl::StrCat("channel server ", core_->text_, ": rejecting connection #", number_,
+    log().warn(absl::StrCat("channel server ", core_->text_, ": rejecting connection #", number_,
                           ": ", reason));
     state_ = State::kRejected;
     append_reject(out_, RejectFrame{kWireVersion, reason});
@@ -303,13 +309,19 @@ void ServerCore::accept() {
       [self = shared_from_this()](const boost::system::error_code& ec, Socket socket) {
         if (self->stopped_ || ec == boost::asio::error::operation_aborted) return;
         if (ec) {  // e.g. out of file descriptors: log, and try again shortly
-          log_line(absl::StrCat("channel server ", self->text_, ": accept: ", os_error(ec)));
+          self->accept_errors_.log(log(), runtime::LogLevel::kError,
+                                   absl::StrCat("channel server ", self->text_, ": accept: ",
+                                                os_error(ec)));
           auto timer = std::make_shared<boost::asio::steady_timer>(self->io_.context(),
                                                                    std::chrono::milliseconds(100));
           timer->async_wait([self, timer](const boost::system::error_code&) { self->accept(); });
           return;
         }
         tune(socket, self->local_);
+        if (log().enabled(runtime::LogLevel::kDebug)) {
+          log().debug(absl::StrCat("channel server ", self->text_, ": accepted connection #",
+                                   self->connections_accepted_ + 1));
+        }
         auto connection =
             std::make_shared<Connection>(self, std::move(socket), ++self->connections_accepted_);
         self->connections_.insert(connection);

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "postal/runtime/logger.h"
 
 namespace postal::runtime {
 namespace {
@@ -171,8 +172,9 @@ absl::StatusOr<ChannelAddr> parse_ipc(std::string_view rest) {
 }
 
 [[noreturn]] void precondition_failed(const char* what, const Location& location) {
-  std::fprintf(stderr, "postal: %s called on a Location without a via (%s); check is_via() first\n",
-               what, location.to_string().c_str());
+  Logger::runtime().critical(absl::StrCat(what, " called on a Location without a via (",
+                                         location.to_string(), "); check is_via() first"));
+  flush_logs();
   std::abort();
 }
 

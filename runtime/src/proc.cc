@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <mutex>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 
@@ -16,12 +15,6 @@ ProcId default_proc_id() {
 
 Location default_location(const ProcId& id) {
   return Location::addr(*ChannelAddr::parse(absl::StrCat("inproc://", id.uid.number())));
-}
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -142,17 +135,15 @@ void Proc::drop(EnvelopePtr env, DropCause cause) {
 }
 
 void Proc::log_drop(const MessageEnvelope& env, DropCause cause) {
-  // R-FAIL-4: once per cause, then at most once a second per cause.
-  auto& last = last_drop_log_ns_[static_cast<size_t>(cause)];
-  int64_t now = now_ns();
-  int64_t prev = last.load(std::memory_order_relaxed);
-  if (prev != 0 && now - prev < 1'000'000'000) return;
-  if (!last.compare_exchange_strong(prev, now)) return;
+  const Logger& log = Logger::runtime();
+  if (!log.enabled(LogLevel::kWarn)) return;
   const DeliveryFailure* f = env.delivery_failures().empty() ? nullptr
                                                              : &env.delivery_failures().back();
-  std::cerr << "postal: proc " << id_.to_string() << " dropped an envelope (" << to_string(cause)
-            << "): " << (f ? f->to_string() : std::string("no failure recorded"))
-            << " [further drops of this cause are counted, logged at most once a second]\n";
+  drop_log_limits_[static_cast<size_t>(cause)].log(
+      log, LogLevel::kWarn,
+      absl::StrCat("proc ", id_.to_string(), " dropped an envelope (", sv(to_string(cause)),
+                   "): ", f ? f->to_string() : std::string("no failure recorded"),
+                   " [drops of this cause are counted and logged at most once a second]"));
 }
 
 void Proc::set_trace(TraceHook hook) {

@@ -51,18 +51,20 @@ void give_up_locked(BusState& bus, const std::shared_ptr<const Config>& config, 
   if (depth > options.max_nesting) {
     // M-DLQ-2: parked, never handed to anyone again; only peek_parked / purge_parked see it.
     record.headers.set(kDeadLetterTerminal, true);
-    warn(absl::StrCat("CRITICAL: mem: letter '", record.id,
-                      "' given up again at dead-letter depth ", depth - 1, " on ",
-                      from.address.canonical(), " (max_nesting ", options.max_nesting,
-                      "); parked there: read it with peek_parked, remove it with purge_parked"));
+    report(MemEvent::kParked,
+           absl::StrCat("mem: letter '", record.id, "' given up again at dead-letter depth ",
+                        depth - 1, " on ", from.address.canonical(), " (max_nesting ",
+                        options.max_nesting,
+                        "); parked there: read it with peek_parked, remove it with purge_parked"));
     from.parked.push_back(std::move(record));
     return;
   }
   absl::StatusOr<MailAddress> target = from.address.with_path_suffix(options.suffix);
   if (!target.ok()) {  // cannot happen: create() checked the suffix
     ++from.dropped;
-    warn(absl::StrCat("mem: cannot dead-letter from ", from.address.canonical(), ": ",
-                      target.status().message()));
+    report(MemEvent::kDeadLetterFailed,
+           absl::StrCat("mem: cannot dead-letter from ", from.address.canonical(), ": ",
+                        target.status().message()));
     return;
   }
   post_locked(bus, config, bus.topic_locked(*target), std::move(record));

@@ -122,10 +122,11 @@ void on_watchdog(const std::weak_ptr<BusState>& weak_bus, const std::weak_ptr<Ch
   chain->watchdog = 0;
   absl::Duration timeout = chain->sub->config->settle_timeout;
   if (Topic* topic = bus->find_locked(chain->barrier->topic)) ++topic->watchdog_cancelled;
-  warn(absl::StrCat("mem: delivery of ", chain->barrier->letter.headers.get(kSendId).value_or(""),
-                    " on ", chain->barrier->topic, " to subscription ", chain->sub->id,
-                    " did not settle within ", sv(absl::FormatDuration(timeout)),
-                    "; the attempt counts as cancelled"));
+  report(MemEvent::kWatchdogFired,
+         absl::StrCat("mem: delivery of ", chain->barrier->letter.headers.get(kSendId).value_or(""),
+                      " on ", chain->barrier->topic, " to subscription ", chain->sub->id,
+                      " did not settle within ", sv(absl::FormatDuration(timeout)),
+                      "; the attempt counts as cancelled"));
   // M-RETRY-4: a stuck subscriber cannot hide a message.
   finish_locked(*bus, chain, Outcome::kCancelled,
                 absl::StrCat("cancelled: no settlement within the delivery settle timeout (",

@@ -2,10 +2,10 @@
 // settlement (M-ACK-1…3), requeue without duplicates (M-RETRY-2), status (M-STAT-1).
 #include <algorithm>
 #include <atomic>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "mem_state.h"
+#include "postal/runtime/log_rate_limit.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::mail::mem_internal {
@@ -32,11 +32,14 @@ Letter stamp_for_send(Letter letter, const MailAddress& to, absl::Time now) {
   return letter;
 }
 
-void warn(std::string_view what) {
-  // Rate limited: the first 100 warnings, then one in 1000.
-  static std::atomic<uint64_t> count{0};
-  uint64_t n = count.fetch_add(1, std::memory_order_relaxed);
-  if (n < 100 || n % 1000 == 0) std::cerr << "postal: mail: " << what << "\n";
+void report(MemEvent event, std::string_view what) {
+  using runtime::LogLevel;
+  using runtime::LogRateLimit;
+  static LogRateLimit limits[] = {LogRateLimit(absl::Seconds(1)), LogRateLimit(absl::Seconds(1)),
+                                  LogRateLimit(absl::Seconds(1))};
+  static constexpr LogLevel kLevels[] = {LogLevel::kWarn, LogLevel::kCritical, LogLevel::kError};
+  const auto i = static_cast<size_t>(event);
+  limits[i].log(runtime::Logger::mail(), kLevels[i], what);
 }
 
 PostReceipt post_locked(BusState& bus, const std::shared_ptr<const Config>& poster, Topic& topic,

@@ -189,7 +189,9 @@ absl::StatusOr<MailAddress> dead_letter_topic_of(const DeadLetterOptions& option
 
 // A letter as stored: `letter` with fresh system headers minted at the send boundary.
 Letter stamp_for_send(Letter letter, const MailAddress& to, absl::Time now);
-// Reports something the provider did on its own (a watchdog, a parked record); rate limited.
-void warn(std::string_view what);
+// Something the provider did on its own; logged on `postal.mail`, at most one line a second per
+// kind (input can repeat them).
+enum class MemEvent : uint8_t { kWatchdogFired, kParked, kDeadLetterFailed };
+void report(MemEvent event, std::string_view what);
 
 }  // namespace postal::mail::mem_internal

@@ -12,10 +12,12 @@
 //   --workers N        worker threads; default: one per core
 //   --ready-fd FD      where to write the ready line; default 1 (stdout)
 //   --delivery-timeout-ms N   R-CHAN-2's delivery timeout for its channels; default 30 000
+//   --log-level SPEC   log levels, POSTAL_LOG's syntax (runtime/logger.h); default: POSTAL_LOG
+//   --help             print the usage and exit 0
 //
 // Once serving, it writes one line `POSTAL-READY <proc address> <bound listen address>` to the
 // ready fd and runs until SIGINT or SIGTERM, or until its parent dies (Linux: PR_SET_PDEATHSIG),
-// so a host's children never outlive it. Bad flags print what is wrong and exit 2.
+// so a host's children never outlive it. Bad flags log what is wrong and exit 2.
 #pragma once
 
 namespace postal::routing {

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "postal/runtime/address.h"
+#include "postal/runtime/log_rate_limit.h"
 #include "postal/runtime/mailbox.h"
 #include "postal/runtime/mailbox_sender.h"
 #include "postal/runtime/proc_stats.h"
@@ -128,7 +129,10 @@ class Proc final : public MailboxSender, public ReturnHandle {
   std::atomic<bool> tracing_{false};
   absl::Mutex trace_mu_;
   std::shared_ptr<const TraceHook> trace_ ABSL_GUARDED_BY(trace_mu_);
-  std::array<std::atomic<int64_t>, 3> last_drop_log_ns_{};
+  // R-FAIL-4: one line per drop cause, then at most one a second per cause.
+  std::array<LogRateLimit, 3> drop_log_limits_{LogRateLimit(absl::Seconds(1)),
+                                               LogRateLimit(absl::Seconds(1)),
+                                               LogRateLimit(absl::Seconds(1))};
 };
 
 }  // namespace postal::runtime

@@ -1,0 +1,142 @@
+// The `postal` command follows conventions: --version, exit codes (0 ok, 1 runtime failure,
+// 2 usage error) for every subcommand, `status --json` that parses, a dead proc shown as dead,
+// and --log-level / POSTAL_LOG reaching the loggers. Runs the real binary as a subprocess.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "postal_process.h"
+
+namespace postal::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path("/tmp") / ("postal-cli-" + std::to_string(::getpid()) + "-" +
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  Outcome run(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    return run_postal(args, dir_ / "out.txt", seconds(30), env);
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, VersionPrintsTheVersionAndTheWireVersion) {
+  for (const char* form : {"--version", "version"}) {
+    Outcome o = run({form});
+    EXPECT_EQ(o.exit_status, 0) << form << ": " << o.output;
+    EXPECT_NE(o.output.find("postal 0."), std::string::npos) << o.output;
+    EXPECT_NE(o.output.find("wire version "), std::string::npos) << o.output;
+  }
+}
+
+TEST_F(Cli, UsageErrorsExitTwo) {
+  Outcome unknown = run({"frobnicate"});
+  EXPECT_EQ(unknown.exit_status, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("unknown subcommand 'frobnicate'"), std::string::npos)
+      << unknown.output;
+  EXPECT_EQ(run({}).exit_status, 2) << "no subcommand";
+  EXPECT_EQ(run({"status", "--bogus-flag"}).exit_status, 2);
+  EXPECT_EQ(run({"up"}).exit_status, 2) << "a missing required argument";
+  EXPECT_EQ(run({"bench", "--messages", "many"}).exit_status, 2) << "a value that does not parse";
+  EXPECT_EQ(run({"bench", "--scenario", "x", "--suite", "quick"}).exit_status, 2);
+  EXPECT_EQ(run({"demo", "--log-level", "loud"}).exit_status, 2);
+  EXPECT_EQ(run({"proc", "--name"}).exit_status, 2) << "a flag without its value";
+  EXPECT_EQ(run({"proc", "--bogus"}).exit_status, 2);
+}
+
+TEST_F(Cli, HelpExitsZeroForTheCommandAndForProc) {
+  Outcome top = run({"--help"});
+  EXPECT_EQ(top.exit_status, 0) << top.output;
+  EXPECT_NE(top.output.find("status"), std::string::npos);
+  Outcome proc = run({"proc", "--help"});
+  EXPECT_EQ(proc.exit_status, 0) << proc.output;
+  EXPECT_NE(proc.output.find("usage: postal proc"), std::string::npos) << proc.output;
+}
+
+TEST_F(Cli, RuntimeFailuresExitOne) {
+  Outcome status = run({"status", "no-such-topology-" + std::to_string(::getpid())});
+  EXPECT_EQ(status.exit_status, 1) << status.output;
+  EXPECT_NE(status.output.find("no running topology"), std::string::npos) << status.output;
+}
+
+TEST_F(Cli, ATopologyFileThatDoesNotLoadIsAUsageError) {
+  Outcome missing = run({"up", (dir_ / "missing.toml").string()});
+  EXPECT_EQ(missing.exit_status, 2) << missing.output;
+  EXPECT_NE(missing.output.find("missing.toml"), std::string::npos) << missing.output;
+  std::ofstream(dir_ / "bad.toml") << "[topology]\nname = \"x\"\n[[proc]]\nnme = \"a\"\n";
+  Outcome bad = run({"up", (dir_ / "bad.toml").string()});
+  EXPECT_EQ(bad.exit_status, 2) << bad.output;
+}
+
+TEST_F(Cli, StatusJsonParsesAndShowsADeadProcAsDead) {
+  const std::string name = "cli-status-" + std::to_string(::getpid());
+  const fs::path file = dir_ / "t.toml";
+  std::ofstream(file) << "[topology]\nname = \"" << name << "\"\non_proc_exit = \"ignore\"\n"
+                      << "[[proc]]\nname = \"alpha\"\nlisten = \"ipc://@" << name << "-alpha\"\n"
+                      << "workers = 1\n"
+                      << "[[proc]]\nname = \"beta\"\nlisten = \"ipc://@" << name << "-beta\"\n"
+                      << "workers = 1\n";
+  BackgroundPostal up({"up", file.string()}, dir_ / "up.txt");
+  ASSERT_TRUE(up.wait_for_output("is up", seconds(30))) << up.output();
+
+  auto status = [&] {
+    Outcome o = run({"status", name, "--json"});
+    nlohmann::json j = nlohmann::json::parse(o.output, nullptr, /*allow_exceptions=*/false);
+    return std::make_pair(o, j);
+  };
+  auto [first, j] = status();
+  ASSERT_EQ(first.exit_status, 0) << first.output;
+  ASSERT_FALSE(j.is_discarded()) << "not JSON:\n" << first.output;
+  ASSERT_EQ(j["topologies"].size(), 1u);
+  const nlohmann::json& procs = j["topologies"][0]["procs"];
+  ASSERT_EQ(procs.size(), 2u) << j.dump(2);
+  long beta_pid = 0;
+  for (const auto& p : procs) {
+    EXPECT_EQ(p["state"], "up") << p.dump();
+    EXPECT_TRUE(p["stats"].contains("delivered")) << p.dump();
+    EXPECT_TRUE(p["actors"].is_array()) << p.dump();
+    if (p["address"].get<std::string>().find("beta") != std::string::npos) beta_pid = p["pid"];
+  }
+  ASSERT_GT(beta_pid, 0) << j.dump(2);
+
+  ::kill(static_cast<pid_t>(beta_pid), SIGKILL);
+  ASSERT_TRUE(up.wait_for_output("supervision: proc beta", seconds(10))) << up.output();
+  auto [after, k] = status();
+  EXPECT_EQ(after.exit_status, 1) << "a dead proc is a failure to report: " << after.output;
+  ASSERT_FALSE(k.is_discarded()) << after.output;
+  for (const auto& p : k["topologies"][0]["procs"]) {
+    const bool beta = p["address"].get<std::string>().find("beta") != std::string::npos;
+    EXPECT_EQ(p["state"], beta ? "dead" : "up") << p.dump();
+    if (beta) {
+      EXPECT_NE(p["detail"].get<std::string>().find("signal 9"), std::string::npos) << p;
+    }
+  }
+}
+
+TEST_F(Cli, PostalLogAndLogLevelReachTheLoggers) {
+  // An unknown subcommand never gets to log; `proc` with a bad --listen logs an error; at
+  // `off` nothing is logged, and the env variable is overridden by the flag.
+  Outcome err = run({"proc", "--name", "x", "--listen", "nonsense://"});
+  EXPECT_EQ(err.exit_status, 2);
+  EXPECT_NE(err.output.find("error postal.routing"), std::string::npos) << err.output;
+  Outcome off = run({"proc", "--name", "x", "--listen", "nonsense://", "--log-level", "off"});
+  EXPECT_EQ(off.exit_status, 2);
+  EXPECT_EQ(off.output.find("postal.routing"), std::string::npos) << off.output;
+  Outcome env_off = run({"proc", "--name", "x", "--listen", "nonsense://"}, {"POSTAL_LOG=off"});
+  EXPECT_EQ(env_off.output.find("postal.routing"), std::string::npos) << env_off.output;
+  Outcome bad_env = run({"proc", "--name", "x", "--listen", "nonsense://"}, {"POSTAL_LOG=loud"});
+  EXPECT_NE(bad_env.output.find("POSTAL_LOG ignored"), std::string::npos) << bad_env.output;
+}
+
+}  // namespace
+}  // namespace postal::testing
