@@ -40,7 +40,13 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial(IoThread& io,
                                                                    runtime::ReturnHandle& returns,
                                                                    ChannelOptions options) {
   if (addr.transport() == ChannelAddr::Transport::kInproc) return internal::dial_inproc(addr);
-  return internal::dial_stream(io, std::move(addr), returns, options);
+  return internal::dial_stream(io, std::move(addr), returns, options, /*in_background=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial_async(
+    IoThread& io, ChannelAddr addr, runtime::ReturnHandle& returns, ChannelOptions options) {
+  if (addr.transport() == ChannelAddr::Transport::kInproc) return internal::dial_inproc(addr);
+  return internal::dial_stream(io, std::move(addr), returns, options, /*in_background=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<ChannelServer>> ChannelServer::serve(

@@ -39,14 +39,11 @@ absl::StatusOr<ChannelClient*> DialRouter::client_for(const runtime::ChannelAddr
     clients_.erase(it);
   }
   absl::StatusOr<std::unique_ptr<ChannelClient>> dialed =
-      ChannelClient::dial(io_, addr, returns_, options_);
-  if (!dialed.ok()) {
-    runtime::Logger::routing().debug(std::string(dialed.status().message()));  // returned as DialFailed
-    return dialed.status();
-  }
+      ChannelClient::dial_async(io_, addr, returns_, options_);
+  if (!dialed.ok()) return dialed.status();  // the address cannot be a socket
   ++dials_;
   if (runtime::Logger::routing().enabled(runtime::LogLevel::kDebug)) {
-    runtime::Logger::routing().debug(absl::StrCat("dial router: dialed ", addr.to_string()));
+    runtime::Logger::routing().debug(absl::StrCat("dial router: dialing ", addr.to_string()));
   }
   ChannelClient* client = dialed->get();
   clients_.emplace(addr, *std::move(dialed));

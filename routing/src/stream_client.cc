@@ -61,6 +61,7 @@ StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<E
       socket_(io.context()),
       reconnect_timer_(io.context()),
       deadline_timer_(io.context()),
+      dial_timer_(io.context()),
       decoder_(options.max_frame_bytes),
       read_buf_(kReadChunk),
       backoff_(options.reconnect_initial) {}
@@ -83,6 +84,44 @@ void StreamClientCore::start() {
   });
 }
 
+void StreamClientCore::start_in_background() {
+  boost::asio::post(io_.context(), [self = shared_from_this()] { self->resolve_then_connect(); });
+}
+
+void StreamClientCore::resolve_then_connect() {
+  if (closed()) return;
+  if (!endpoints_.empty()) return connect_async();
+  // A tcp host name: asio resolves on its own thread, so neither this thread nor a poster waits.
+  resolver_ = std::make_unique<boost::asio::ip::tcp::resolver>(io_.context());
+  resolver_->async_resolve(
+      std::string(addr_.host()), std::to_string(addr_.port()),
+      boost::asio::ip::resolver_base::numeric_service,
+      [self = shared_from_this()](const boost::system::error_code& ec,
+                                  const boost::asio::ip::tcp::resolver::results_type& results) {
+        if (self->closed()) return;
+        if (ec || results.empty()) {
+          return self->dial_failed(absl::StrCat("cannot resolve ", sv(self->addr_.host()), ": ",
+                                                ec ? os_error(ec) : "no address"));
+        }
+        for (const auto& entry : results) self->endpoints_.emplace_back(entry.endpoint());
+        self->connect_async();
+      });
+}
+
+void StreamClientCore::fail_dial_queue_full(EnvelopePtr env, ReturnHandle& ret, size_t queued,
+                                            size_t bytes) {
+  std::string target = env->next_hop().to_string();
+  MessageEnvelope::undeliverable(
+      std::move(env),
+      DeliveryFailure::transport_failure(
+          std::move(target), TransportReason::kDialFailed,
+          absl::StrCat(addr_text_, ": still dialing and its queue is full (", queued,
+                       " envelopes, ", bytes, " bytes; bounds max_dial_queue ",
+                       options_.max_dial_queue, ", max_dial_queue_bytes ",
+                       options_.max_dial_queue_bytes, ")")),
+      ret);
+}
+
 void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
   if (closed_.load(std::memory_order_acquire)) return fail_closed(std::move(env), ret);
   absl::StatusOr<std::string> frame = encode_data_frame(*env);
@@ -103,15 +142,29 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
     return;
   }
   bool kick = false;
+  size_t full_queue = 0, full_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (!closed_.load(std::memory_order_relaxed)) {
+    if (dialing_.load(std::memory_order_relaxed) && !closed_.load(std::memory_order_relaxed)) {
+      // R-FLOW-3: what waits for a dial is bounded.
+      if (pending_.size() >= options_.max_dial_queue ||
+          dial_queue_bytes_ + frame->size() > options_.max_dial_queue_bytes) {
+        full_queue = pending_.size();
+        full_bytes = dial_queue_bytes_;
+      } else {
+        dial_queue_bytes_ += frame->size();
+      }
+    }
+    if (full_queue == 0 && full_bytes == 0 && !closed_.load(std::memory_order_relaxed)) {
       const uint64_t seq = next_seq_++;
       set_data_seq(*frame, seq);
       pending_.push_back(Pending{seq, absl::Now(), std::move(env), *std::move(frame)});
       kick = !kick_scheduled_;
       kick_scheduled_ = true;
     }
+  }
+  if (env && (full_queue != 0 || full_bytes != 0)) {
+    return fail_dial_queue_full(std::move(env), ret, full_queue, full_bytes);
   }
   if (env) return fail_closed(std::move(env), ret);  // closed while we were encoding
   if (kick) boost::asio::post(io_.context(), [self = shared_from_this()] { self->on_kick(); });
@@ -163,6 +216,10 @@ void StreamClientCore::connect_async() {
   const uint64_t gen = ++gen_;
   boost::system::error_code ignored;
   socket_.close(ignored);
+  dial_timer_.expires_after(to_chrono(std::min(options_.dial_timeout, options_.delivery_timeout)));
+  dial_timer_.async_wait([self = shared_from_this(), gen](const boost::system::error_code& ec) {
+    if (!ec) self->on_dial_timeout(gen);
+  });
   boost::asio::async_connect(
       socket_, endpoints_.begin(), endpoints_.end(),
       [self = shared_from_this(), gen](const boost::system::error_code& ec, auto) {
@@ -174,6 +231,7 @@ void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_cod
   if (gen != gen_ || closed()) return;
   if (ec) {
     last_error_ = absl::StrCat("connect: ", os_error(ec));
+    if (dialing_.load(std::memory_order_relaxed)) return dial_failed(os_error(ec));
     link_ = Link::kDown;
     schedule_reconnect();
     return;
@@ -271,6 +329,11 @@ void StreamClientCore::on_welcome(uint64_t gen, const WelcomeFrame& welcome) {
         /*rejected=*/true);
   }
   link_ = Link::kUp;
+  dial_timer_.cancel();
+  if (dialing_.exchange(false, std::memory_order_acq_rel)) {
+    absl::MutexLock lock(&mu_);
+    dial_queue_bytes_ = 0;
+  }
   backoff_ = options_.reconnect_initial;
   if (outage_) {
     log().info(absl::StrCat("channel ", addr_text_, ": reconnected (session ", session, " at seq ",
@@ -418,8 +481,24 @@ void StreamClientCore::on_written(uint64_t gen, const boost::system::error_code&
   maybe_write();
 }
 
+void StreamClientCore::on_dial_timeout(uint64_t gen) {
+  if (gen != gen_ || closed() || link_ == Link::kUp || link_ == Link::kDown) return;
+  link_failed(gen, absl::StrCat(link_ == Link::kConnecting ? "connect" : "handshake",
+                                " took longer than ",
+                                absl::FormatDuration(std::min(options_.dial_timeout,
+                                                              options_.delivery_timeout)),
+                                " (dial_timeout)"));
+}
+
+void StreamClientCore::dial_failed(std::string why) {
+  close_channel(TransportReason::kDialFailed,
+                absl::UnavailableError(absl::StrCat("dial ", addr_text_, ": ", why)),
+                /*rejected=*/false);
+}
+
 void StreamClientCore::link_failed(uint64_t gen, std::string why) {
   if (gen != gen_ || link_ == Link::kDown || closed()) return;
+  if (dialing_.load(std::memory_order_relaxed)) return dial_failed(std::move(why));
   if (!outage_) {
     // A peer that went away with nothing of ours pending is routine (it stopped); say so only
     // when envelopes are waiting on it.
@@ -512,6 +591,8 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   socket_.close(ignored);
   reconnect_timer_.cancel();
   deadline_timer_.cancel();
+  dial_timer_.cancel();
+  if (resolver_) resolver_->cancel();
   link_ = Link::kDown;
   ++gen_;
   if (!absl::IsCancelled(why) || !returned.empty()) {
@@ -575,15 +656,31 @@ class StreamChannelClient final : public ChannelClient {
 
 absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, ChannelAddr addr,
                                                            ReturnHandle& returns,
-                                                           ChannelOptions options) {
-  absl::StatusOr<std::vector<Endpoint>> endpoints = endpoints_of(addr, /*passive=*/false);
-  if (!endpoints.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("dial ", addr.to_string(), ": ", endpoints.status().message()));
+                                                           ChannelOptions options,
+                                                           bool in_background) {
+  std::vector<Endpoint> endpoints;
+  // A background dial of a tcp host name resolves on the I/O thread; a numeric host, an ipc
+  // path and a foreground dial resolve here (without DNS for the first two).
+  boost::system::error_code not_numeric;
+  const bool resolve_later = in_background &&
+                             addr.transport() == ChannelAddr::Transport::kTcp &&
+                             (boost::asio::ip::make_address(std::string(addr.host()), not_numeric),
+                              not_numeric);
+  if (!resolve_later) {
+    absl::StatusOr<std::vector<Endpoint>> resolved = endpoints_of(addr, /*passive=*/false);
+    if (!resolved.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("dial ", addr.to_string(), ": ", resolved.status().message()));
+    }
+    endpoints = *std::move(resolved);
   }
-  auto core = std::make_shared<StreamClientCore>(io, addr, *std::move(endpoints), returns, options);
-  if (absl::Status s = core->connect_first(); !s.ok()) return s;
-  core->start();
+  auto core = std::make_shared<StreamClientCore>(io, addr, std::move(endpoints), returns, options);
+  if (in_background) {
+    core->start_in_background();
+  } else {
+    if (absl::Status s = core->connect_first(); !s.ok()) return s;
+    core->start();
+  }
   return std::unique_ptr<ChannelClient>(new StreamChannelClient(std::move(addr), std::move(core)));
 }
 

@@ -11,7 +11,13 @@
 //
 // Link states: kConnecting (a connect is in flight) → kHandshaking (HELLO sent, waiting for
 // WELCOME) → kUp (DATA flows) → kDown (lost; reconnect after backoff while anything is pending).
-// Each connection has a generation number; handlers of an older generation are ignored.
+// Each connection has a generation number; handlers of an older generation are ignored. Every
+// attempt, from connect to WELCOME, is bounded by dial_timeout (the dial timer).
+//
+// Dialing (R-FLOW-3): until the first WELCOME the client is *dialing*. A background dial
+// (`start_in_background`) resolves and connects on the I/O thread; posts meanwhile queue up to
+// max_dial_queue / max_dial_queue_bytes. A failed or timed-out first attempt closes the client
+// with DialFailed for everything queued; after the first WELCOME, failures reconnect as below.
 //
 // Sessions: a session is a random id plus seqs counted from 0. A HELLO presents the current
 // session unless nothing *written* is unacked, in which case the client starts a new one first
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/status/status.h"
@@ -51,6 +58,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   absl::Status connect_first();
   // Hands the connected socket to the I/O thread: HELLO, then reads.
   void start();
+  // Instead of the two above: resolve (tcp names) and connect on the I/O thread.
+  void start_in_background();
 
   // Any thread: serialize, check the size (R-CHAN-3), sequence and queue (R-CHAN-4).
   void post(runtime::EnvelopePtr env, runtime::ReturnHandle& ret);
@@ -73,9 +82,18 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
 
   void fail_closed(runtime::EnvelopePtr env, runtime::ReturnHandle& ret);
 
+  // Fails `env` at once: the dial queue is full.
+  void fail_dial_queue_full(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, size_t queued,
+                            size_t bytes);
+
   // ---- I/O thread from here on ----
   void on_kick();
+  void resolve_then_connect();
   void connect_async();
+  // The attempt of generation `gen` took longer than dial_timeout.
+  void on_dial_timeout(uint64_t gen);
+  // The first dial failed: close, returning everything queued as DialFailed.
+  void dial_failed(std::string why);
   void on_connected(uint64_t gen, const boost::system::error_code& ec);
   void send_hello();
   void read(uint64_t gen);
@@ -110,7 +128,7 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   IoThread& io_;
   const std::string addr_text_;
   const runtime::ChannelAddr addr_;
-  const std::vector<Endpoint> endpoints_;
+  std::vector<Endpoint> endpoints_;  // empty until resolved (background dials of tcp names)
   runtime::ReturnHandle& returns_;
   const ChannelOptions options_;
   const uint64_t max_frame_;  // max_frame_bytes, capped by the u32 length prefix
@@ -125,6 +143,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   // server may have it); the frames from here to next_seq_ never left this process. ≥ acked_.
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   bool kick_scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  size_t dial_queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // frame bytes queued while dialing
+  std::atomic<bool> dialing_{true};                   // no WELCOME yet
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> closed_{false};
   std::atomic<bool> rejected_{false};
@@ -133,6 +153,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   Socket socket_;
   boost::asio::steady_timer reconnect_timer_;
   boost::asio::steady_timer deadline_timer_;
+  boost::asio::steady_timer dial_timer_;
+  std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
   FrameDecoder decoder_;
   std::vector<char> read_buf_;
   std::vector<boost::asio::const_buffer> write_bufs_;

@@ -12,9 +12,11 @@
 
 namespace postal::routing::internal {
 
+// `in_background`: connect on the I/O thread (ChannelClient::dial_async) instead of now.
 absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, runtime::ChannelAddr addr,
                                                            runtime::ReturnHandle& returns,
-                                                           ChannelOptions options);
+                                                           ChannelOptions options,
+                                                           bool in_background);
 absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io, runtime::ChannelAddr addr,
                                                             runtime::MailboxSender& deliver_to,
                                                             runtime::ReturnHandle& ret,

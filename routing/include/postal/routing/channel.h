@@ -35,6 +35,14 @@ struct ChannelOptions {
   absl::Duration reconnect_max = absl::Seconds(1);
   // A write round gathers queued frames up to this many bytes (at least one frame).
   size_t max_batch_bytes = 256 << 10;
+  // R-FLOW-3: one connect attempt, through the HELLO/WELCOME handshake, takes at most this long
+  // (capped by delivery_timeout). A first dial past it fails with DialFailed; a reconnect past
+  // it counts as a failed attempt and backs off.
+  absl::Duration dial_timeout = absl::Seconds(10);
+  // R-FLOW-3: while a client dialed with `dial_async` has not connected yet, at most this many
+  // envelopes and bytes wait for it; past either bound a post fails at once with DialFailed.
+  size_t max_dial_queue = 65536;
+  size_t max_dial_queue_bytes = 64 << 20;
 };
 
 // IoThread: one boost::asio::io_context and the one thread that runs it.

@@ -29,6 +29,13 @@
 //   that refuses or cannot be reached fails with Unavailable naming the address and the OS
 //   error, e.g. "dial ipc:///tmp/x.sock: connection refused (ECONNREFUSED)"; an unregistered
 //   inproc number fails with Unavailable too. The caller turns it into Transport(DialFailed).
+//   `dial_async` (R-FLOW-3) never blocks: it returns a client at once and resolves, connects and
+//   handshakes on the IoThread. Posts wait in a bounded queue (max_dial_queue, _bytes; past it
+//   a post fails at once with DialFailed) and go out when the handshake completes. When the
+//   first connect fails or takes longer than dial_timeout, the client closes and every queued
+//   envelope returns Transport(DialFailed) naming the address and the OS error; a dial router
+//   then evicts it and the next post dials again. Only an address that cannot be a socket
+//   (e.g. an abstract name too long) fails synchronously.
 //   The channel *closes* when the oldest unacked envelope is older than delivery_timeout
 //   (every pending envelope returns Transport(AckTimedOut)), when the server REJECTs it for
 //   another wire version (or REJECTs even a brand-new session: pending envelopes return
@@ -62,6 +69,11 @@ class ChannelClient : public runtime::MailboxSender {
                                                              runtime::ChannelAddr addr,
                                                              runtime::ReturnHandle& returns,
                                                              ChannelOptions options = {});
+  // R-FLOW-3: the same client, connected in the background (see Failure above).
+  static absl::StatusOr<std::unique_ptr<ChannelClient>> dial_async(IoThread& io,
+                                                                   runtime::ChannelAddr addr,
+                                                                   runtime::ReturnHandle& returns,
+                                                                   ChannelOptions options = {});
 
   ChannelClient(const ChannelClient&) = delete;
   ChannelClient& operator=(const ChannelClient&) = delete;

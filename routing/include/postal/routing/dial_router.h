@@ -8,9 +8,11 @@
 // and the address redialed. A failed dial fails the envelope with Transport(DialFailed) naming
 // the address and the OS error.
 //
-// Dialing happens on the posting thread, under the router's lock; connects to local and
-// loopback addresses take microseconds. Evicted clients are kept until the router is destroyed,
-// since other threads may still be posting into them.
+// R-FLOW-3: a dial never blocks the posting thread, the I/O thread or the router's lock: the
+// client is made at once (ChannelClient::dial_async) and connects on the I/O thread; envelopes
+// wait for it in its bounded dial queue and return DialFailed (to the router's `returns`) when
+// the dial fails. A dead or unreachable peer delays no traffic to another. Evicted clients are
+// kept until the router is destroyed, since other threads may still be posting into them.
 #pragma once
 
 #include <memory>
@@ -35,7 +37,7 @@ class DialRouter final : public runtime::MailboxSender {
   bool remove(const RoutePrefix& prefix);
 
   size_t live_clients() const;
-  size_t dials() const;  // successful dials, including redials
+  size_t dials() const;  // dials started, including redials
 
   void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
 
