@@ -3,8 +3,12 @@
 
 Reads every Google Benchmark JSON file in --results (written by scripts/run-benchmarks.sh), pairs
 BM_CafX with BM_PostalX by name, takes the median of each counter over the repetitions, prints a
-markdown report and replaces the text between `<!-- bench:begin -->` and `<!-- bench:end -->` in
---doc (appending the markers when the file has none).
+markdown report, writes it to --out and replaces the text between `<!-- bench:begin -->` and
+`<!-- bench:end -->` in --doc (appending the markers when the file has none) with its summary:
+everything but the table of every run, which stays in --out.
+
+This is the report of the Google Benchmark programs (postal_bench, caf_bench, fiber_floor_bench).
+`postal bench`, the routing benchmark, writes its own report (benchmarks/routing/).
 
 Ratios: for rates postal/CAF (>1: postal faster); for bytes per idle actor CAF/postal (>1: postal
 smaller). A case that reported an error in some run is left out of that run's median and named
@@ -257,7 +261,7 @@ def machine_lines(contexts, background):
     return lines
 
 
-def report(runs, contexts, background):
+def report(runs, contexts, background, every_run=True):
     lines = machine_lines(contexts, background)
     lines += ["", "Medians of the repetitions. Ratio: postal/CAF for rates, CAF/postal for bytes "
               "(above 1 is postal better either way).", ""]
@@ -267,7 +271,8 @@ def report(runs, contexts, background):
     if errors:
         lines += ["", "Errors reported by cases (left out of the medians):", ""]
         lines += [f"- BM_{side}{case}: {e}" for side, case, e in errors]
-    lines += ["", "### Every run", ""] + runs_table(runs)
+    if every_run:
+        lines += ["", "### Every run", ""] + runs_table(runs)
     lines += ["", "### postal scheduler counters and round-trip times (medians over the timed loop)",
               ""]
     lines += scheduler_table(runs)
@@ -293,14 +298,21 @@ def main():
     ap.add_argument("--results", default="build/release/bench-results",
                     help="directory of Google Benchmark JSON files")
     ap.add_argument("--doc", default="docs/benchmarks.md",
-                    help="markdown file whose bench markers receive the table ('' to skip)")
+                    help="markdown file whose bench markers receive the summary ('' to skip)")
+    ap.add_argument("--out", default="",
+                    help="markdown file that receives the whole report ('' to skip)")
     args = ap.parse_args()
     runs, contexts = load(args.results)
-    lines, missing = report(runs, contexts, load_background(args.results))
+    background = load_background(args.results)
+    lines, missing = report(runs, contexts, background)
     print("\n".join(lines))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        print(f"\nbench_report: wrote {args.out}", file=sys.stderr)
     if args.doc:
-        write_doc(args.doc, lines)
-        print(f"\nbench_report: wrote {args.doc}", file=sys.stderr)
+        write_doc(args.doc, report(runs, contexts, background, every_run=False)[0])
+        print(f"bench_report: wrote {args.doc}", file=sys.stderr)
     if missing:
         print(f"bench_report: no successful run for: {', '.join(missing)}", file=sys.stderr)
         return 1

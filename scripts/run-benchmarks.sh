@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# run-benchmarks.sh: postal against its CAF 0.17 peer, then the report (`make bench`).
+# run-benchmarks.sh: postal against its CAF 0.17 peer, then the routing benchmark (`make bench`).
 #
 # Runs caf_bench, postal_bench and fiber_floor_bench from the release build BENCH_REPS times,
 # interleaved (caf, postal, floor, caf, postal, floor, ...) so machine noise hits both sides. Each
 # program prints its console table and writes JSON to BENCH_OUT. The bytes-per-idle-actor cases
 # run in a fresh process each (a process that already ran other cases reuses the memory they
 # freed, which would hide part of the growth being measured). Then scripts/bench_report.py pairs
-# BM_CafX with BM_PostalX, takes medians, prints the table and writes it into docs/benchmarks.md.
+# BM_CafX with BM_PostalX, takes medians, prints the report, writes it to BENCH_OUT/report.md and
+# its summary into docs/benchmarks.md. Last, `postal bench --suite BENCH_ROUTING_SUITE` runs the
+# routing scenarios beside their peers and writes BENCH_OUT/routing/routing.json and
+# BENCH_OUT/routing/routing-report.html (generated; never committed).
 #
 # Environment: BENCH_DIR (build/release/benchmarks), BENCH_OUT (build/release/bench-results),
-# BENCH_REPS (3), BENCH_MIN_TIME (0.3 seconds per case), BENCH_TIMEOUT (300 seconds per program).
-# Extra arguments are passed to every program after ours, e.g. --benchmark_min_time=0.1.
+# BENCH_REPS (3), BENCH_MIN_TIME (0.3 seconds per case), BENCH_TIMEOUT (300 seconds per program),
+# POSTAL (build/release/tools/postal), BENCH_ROUTING_SUITE (standard; empty skips `postal bench`),
+# BENCH_ROUTING_TIMEOUT (900 seconds).
+# Extra arguments are passed to every Google Benchmark program after ours, e.g.
+# --benchmark_min_time=0.1.
 # Exits non-zero when a program failed, hung or a case reported an error (after the report).
 set -euo pipefail
 
@@ -20,11 +26,14 @@ BENCH_OUT=${BENCH_OUT:-build/release/bench-results}
 BENCH_REPS=${BENCH_REPS:-3}
 BENCH_MIN_TIME=${BENCH_MIN_TIME:-0.3}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}
+POSTAL=${POSTAL:-build/release/tools/postal}
+BENCH_ROUTING_SUITE=${BENCH_ROUTING_SUITE-standard}
+BENCH_ROUTING_TIMEOUT=${BENCH_ROUTING_TIMEOUT:-900}
 
 CAF=$BENCH_DIR/caf/caf_bench
-POSTAL=$BENCH_DIR/postal_bench
+POSTAL_BENCH=$BENCH_DIR/postal_bench
 FLOOR=$BENCH_DIR/fiber_floor_bench
-for bin in "$CAF" "$POSTAL" "$FLOOR"; do
+for bin in "$CAF" "$POSTAL_BENCH" "$FLOOR" ${BENCH_ROUTING_SUITE:+"$POSTAL"}; do
   if [[ ! -x $bin ]]; then
     echo "run-benchmarks: $bin is missing; build first: cmake --preset release && cmake --build build/release -j2" >&2
     exit 2
@@ -70,18 +79,36 @@ EXTRA_ARGS=("$@")
 start=$SECONDS
 for ((r = 1; r <= BENCH_REPS; ++r)); do
   run "caf-r$r" "$CAF" --benchmark_filter=-BytesPerIdle
-  run "postal-r$r" "$POSTAL" --benchmark_filter=-BytesPerIdle
+  run "postal-r$r" "$POSTAL_BENCH" --benchmark_filter=-BytesPerIdle
   run "floor-r$r" "$FLOOR"
   for n in 100000 1000000; do
     run "caf-bytes$n-r$r" "$CAF" "--benchmark_filter=BM_CafBytesPerIdleActor/$n/"
-    run "postal-bytes$n-r$r" "$POSTAL" "--benchmark_filter=BM_PostalBytesPerIdleActor/$n/"
-    run "postal-rootbytes$n-r$r" "$POSTAL" "--benchmark_filter=BM_PostalBytesPerIdleRootActor/$n/"
+    run "postal-bytes$n-r$r" "$POSTAL_BENCH" "--benchmark_filter=BM_PostalBytesPerIdleActor/$n/"
+    run "postal-rootbytes$n-r$r" "$POSTAL_BENCH" "--benchmark_filter=BM_PostalBytesPerIdleRootActor/$n/"
   done
 done
 echo "run-benchmarks: ran in $((SECONDS - start)) s"
 
 report_rc=0
-python3 scripts/bench_report.py --results "$BENCH_OUT" --doc docs/benchmarks.md || report_rc=$?
+python3 scripts/bench_report.py --results "$BENCH_OUT" --doc docs/benchmarks.md \
+  --out "$BENCH_OUT/report.md" || report_rc=$?
+
+# The routing benchmark: its own report (terminal, JSON, HTML), with its peers from the same build.
+if [[ -n $BENCH_ROUTING_SUITE ]]; then
+  echo "=== routing (background CPU busy before it: $(background_busy)%): $POSTAL bench --suite $BENCH_ROUTING_SUITE"
+  # Its own folder: bench_report.py reads every *.json in BENCH_OUT as Google Benchmark output.
+  mkdir -p "$BENCH_OUT/routing"
+  rc=0
+  timeout --kill-after=10 "$BENCH_ROUTING_TIMEOUT" "$POSTAL" bench --suite "$BENCH_ROUTING_SUITE" \
+    --json "$BENCH_OUT/routing/routing.json" --html "$BENCH_OUT/routing/routing-report.html" ||
+    rc=$?
+  if ((rc != 0)); then
+    why="exit status $rc"
+    ((rc == 124 || rc == 137)) && why="timed out after ${BENCH_ROUTING_TIMEOUT}s (hung?)"
+    echo "run-benchmarks: postal bench failed: $why" >&2
+    failures+=("postal bench: $why")
+  fi
+fi
 
 if ((${#failures[@]} > 0)); then
   printf 'run-benchmarks: failed: %s\n' "${failures[@]}" >&2

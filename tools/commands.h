@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "bench_options.h"
+#include "postal/bench/bench_command.h"  // `postal bench` (benchmarks/routing/)
 
 namespace postal::tools {
 
@@ -14,8 +14,6 @@ int up_command(const std::string& self_binary, const std::string& file);
 // `postal status [NAME] [--json]`: the procs, actors, queue depths and failures of running
 // topologies; dead procs as dead.
 int status_command(const std::string& name, bool json);
-// `postal bench`: the routing benchmark matrix with its peers (bench_command.cc).
-int bench_command(const std::string& self_binary, const BenchOptions& options);
 
 // `postal mail VERB ADDR`: one mail verb against a running topology's MailboxHost
 // (mail_command.cc).

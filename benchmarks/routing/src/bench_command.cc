@@ -11,6 +11,8 @@
 // scenario that fails or times out gets a fresh topology for the next one. A progress line is
 // printed per scenario and per peer run, the table and the ratios at the end. The exit status
 // is 0 when every scenario delivered every message, 1 when one did not, 2 for bad flags.
+#include "postal/bench/bench_command.h"
+
 #include <signal.h>
 
 #include <cstdio>
@@ -19,9 +21,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "bench_options.h"
 #include "bench_report.h"
-#include "commands.h"
 #include "postal/routing/workload.h"
 #include "postal/wire/absl_compat.h"
 

@@ -1,4 +1,6 @@
-// BenchOptions: the flags of `postal bench` (tools/main.cc fills them; bench_command.cc runs them).
+// `postal bench`: the routing benchmark as a subcommand of the `postal` command. tools/main.cc
+// adds the subcommand with add_bench_subcommand and runs it with bench_command; everything else
+// of the benchmark (scenarios, rigs, peers, the report) is private to benchmarks/routing/.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@ class App;
 
 namespace postal::tools {
 
+// The flags of `postal bench` (add_bench_subcommand fills them; bench_command runs them).
 struct BenchOptions {
   std::string scenario;   // one scenario, e.g. "ipc/hops1/64B/stream"; empty: the suite
   std::string suite;      // quick | standard | full; empty: standard
@@ -24,7 +27,12 @@ struct BenchOptions {
   bool verbose = false;  // print the host's bring-up lines
 };
 
-// Adds the `bench` subcommand, whose flags fill `options`, to `app` (bench_command.cc).
+// Adds the `bench` subcommand, whose flags fill `options`, to `app`.
 void add_bench_subcommand(CLI::App& app, BenchOptions& options);
+
+// Runs the routing benchmark matrix with its peers (bench_command.cc). `self_binary` is the
+// `postal` binary: it runs the `postal proc` children, and the peer programs are looked for next
+// to it. Exit status: 0 when every scenario delivered every message, 1 otherwise, 2 for bad flags.
+int bench_command(const std::string& self_binary, const BenchOptions& options);
 
 }  // namespace postal::tools
