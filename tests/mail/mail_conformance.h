@@ -1,4 +1,4 @@
-// The provider conformance suite: what every mail provider must do, by SEMANTICS.md rule id.
+// The provider conformance suite: what every mail provider must do, by docs/semantics.md rule id.
 //
 // The suite is a parameterized GoogleTest over a ProviderFactory. A provider joins it by
 // instantiating the suite with a factory (see mem_conformance_test.cc):
@@ -16,7 +16,7 @@
 //   * the ConformanceConfig honoured: a retry policy, dead letters, the settle timeout;
 //   * extension keys `<scheme>.subscriberCount` and `<scheme>.parkedCount`.
 // Tests of optional capabilities (peek, enumerate, clear, locate, settle-by-key, dead-letter)
-// skip when the provider does not declare them. Test names carry the SEMANTICS.md rule ids.
+// skip when the provider does not declare them. Test names carry the docs/semantics.md rule ids.
 #pragma once
 
 #include <functional>

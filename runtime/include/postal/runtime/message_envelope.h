@@ -99,7 +99,7 @@ class MessageEnvelope : public QueueNode {
   std::vector<DeliveryFailure> failures_;
 };
 
-// The message an undeliverable envelope comes back in (R-FAIL-3): SEMANTICS.md's
+// The message an undeliverable envelope comes back in (R-FAIL-3): docs/semantics.md's
 // `Undeliverable<MessageEnvelope>`, bound on every actor's handler port for its type.
 struct UndeliverableEnvelope {
   EnvelopePtr envelope;
