@@ -13,6 +13,7 @@
 #include "postal/routing/node.h"
 #include "postal/routing/workload.h"
 #include "postal/wire/absl_compat.h"
+#include "ready_protocol.h"
 
 namespace postal::routing {
 namespace {
@@ -47,7 +48,8 @@ bool parse_flags(int argc, char** argv, ProcFlags& out) {
       out.listen = value;
     } else if (key == "--location") {
       out.location = value;
-    } else if (key == "--workers" || key == "--ready-fd" || key == "--delivery-timeout-ms") {
+    } else if (key == "--workers" || key == internal::kReadyFdFlag ||
+               key == "--delivery-timeout-ms") {
       int n = 0;
       if (!absl::SimpleAtoi(sv(value), &n) || n < 0) {
         std::fprintf(stderr, "postal proc: %.*s wants a non-negative number, got \"%.*s\"\n",
@@ -55,9 +57,9 @@ bool parse_flags(int argc, char** argv, ProcFlags& out) {
                      value.data());
         return false;
       }
-      (key == "--workers"    ? out.workers
-       : key == "--ready-fd" ? out.ready_fd
-                             : out.delivery_timeout_ms) = n;
+      (key == "--workers"              ? out.workers
+       : key == internal::kReadyFdFlag ? out.ready_fd
+                                       : out.delivery_timeout_ms) = n;
     } else {
       std::fprintf(stderr,
                    "postal proc: unknown flag %.*s (known: --name, --listen, --location, "
@@ -119,8 +121,7 @@ int proc_main(int argc, char** argv) {
                  std::string(node.status().message()).c_str());
     return 1;
   }
-  std::string ready = "POSTAL-READY " + (*node)->proc().addr().to_string() + " " +
-                      (*node)->listen_addr().to_string() + "\n";
+  const std::string ready = internal::ready_line((*node)->proc().addr(), (*node)->listen_addr());
   if (::write(flags.ready_fd, ready.data(), ready.size()) < 0) return 1;
   if (flags.ready_fd != 1) ::close(flags.ready_fd);
 
