@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <utility>
@@ -54,6 +55,24 @@ absl::StatusOr<TopologySpec> parse_unguarded(std::string_view text, std::string_
   TopologySpec spec;
   POSTAL_TOPO_TRY(Checker(file).check(root, spec));
   return spec;
+}
+
+// A proc's `binary` that is a relative path (it has a '/' but does not start with one, e.g.
+// "./my_actors" or "bin/my_actors") names a file relative to the topology file, wherever `postal
+// up` runs: it becomes <directory of the file>/<binary>, that directory made absolute against the
+// current directory. An absolute path is kept. A bare name without '/' ("my_actors") is kept too:
+// like a shell, the launcher looks it up in PATH. A topology from parse_topology has no file, so
+// its binaries stay as written (relative ones then resolve against the launcher's current
+// directory, as before).
+void resolve_binaries(const std::string& path, TopologySpec& spec) {
+  std::error_code error;
+  std::filesystem::path dir = std::filesystem::absolute(path, error).parent_path();
+  if (error) dir = std::filesystem::path(path).parent_path();
+  for (ProcSpec& proc : spec.procs) {
+    if (!proc.binary || proc.binary->find('/') == std::string::npos) continue;
+    if (proc.binary->front() == '/') continue;
+    proc.binary = (dir / *proc.binary).string();
+  }
 }
 
 absl::StatusOr<TopologySpec> load_unguarded(const std::string& path) {
@@ -111,7 +130,9 @@ absl::StatusOr<TopologySpec> load_unguarded(const std::string& path) {
   }
   if (used > kMaxTopologyFileBytes) return absl::InvalidArgumentError(too_big);
   text.resize(used);
-  return parse_unguarded(text, path);
+  absl::StatusOr<TopologySpec> spec = parse_unguarded(text, path);
+  if (spec.ok()) resolve_binaries(path, *spec);
+  return spec;
 }
 
 // Runs `body`, turning an escaping exception (only allocation failure is expected) into a status:
