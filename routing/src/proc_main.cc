@@ -15,6 +15,7 @@
 #include "postal/routing/workload.h"
 #include "postal/runtime/logger.h"
 #include "postal/wire/absl_compat.h"
+#include "ready_protocol.h"
 
 namespace postal::routing {
 namespace {
@@ -65,16 +66,17 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
       out.location = value;
     } else if (key == "--log-level") {
       out.log_level = value;
-    } else if (key == "--workers" || key == "--ready-fd" || key == "--delivery-timeout-ms") {
+    } else if (key == "--workers" || key == internal::kReadyFdFlag ||
+               key == "--delivery-timeout-ms") {
       int n = 0;
       if (!absl::SimpleAtoi(sv(value), &n) || n < 0) {
         log().error(absl::StrCat("postal proc: ", sv(key), " wants a non-negative number, got \"",
                                  sv(value), "\""));
         return ParseResult::kUsageError;
       }
-      (key == "--workers"    ? out.workers
-       : key == "--ready-fd" ? out.ready_fd
-                             : out.delivery_timeout_ms) = n;
+      (key == "--workers"              ? out.workers
+       : key == internal::kReadyFdFlag ? out.ready_fd
+                                       : out.delivery_timeout_ms) = n;
     } else {
       log().error(absl::StrCat("postal proc: unknown flag ", sv(key),
                                " (known: --name, --listen, --location, --workers, --ready-fd, "
@@ -147,8 +149,7 @@ int proc_main(int argc, char** argv) {
     log().error(absl::StrCat("postal proc ", flags.name, ": ", node.status().message()));
     return 1;
   }
-  std::string ready = "POSTAL-READY " + (*node)->proc().addr().to_string() + " " +
-                      (*node)->listen_addr().to_string() + "\n";
+  const std::string ready = internal::ready_line((*node)->proc().addr(), (*node)->listen_addr());
   if (::write(flags.ready_fd, ready.data(), ready.size()) < 0) return 1;
   if (flags.ready_fd != 1) ::close(flags.ready_fd);
 

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "postal/postal.h"
+#include "support/proc_client.h"
 
 namespace {
 
@@ -94,10 +95,8 @@ struct Recorder : Actor, Handles<Note, Boom> {
   }
 };
 
-struct Fixture {
-  explicit Fixture(ProcOptions o) : proc(std::move(o)), client(*Client::attach(proc, "test")) {}
-  Proc proc;
-  std::unique_ptr<Client> client;
+struct Fixture : test_support::ProcWithClient {
+  explicit Fixture(ProcOptions o) : ProcWithClient(std::move(o), "test") {}
 };
 
 TEST(Actor, R_ACT_1_LifecycleCreatedInitializingIdleProcessingStoppingStopped) {

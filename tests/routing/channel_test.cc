@@ -27,6 +27,7 @@
 #include "postal/routing/frame.h"
 #include "postal/runtime/client.h"
 #include "postal/runtime/port.h"
+#include "support/must.h"
 
 namespace {
 
@@ -65,12 +66,7 @@ using LocalSocket = boost::asio::local::stream_protocol::socket;
 constexpr absl::Duration kDeadline = absl::Seconds(20);
 constexpr int kMany = 10'000;
 
-template <class T>
-T must(absl::StatusOr<T> v) {
-  EXPECT_TRUE(v.ok()) << v.status();
-  if (!v.ok()) std::abort();
-  return *std::move(v);
-}
+using test_support::must;
 
 runtime::ProcOptions quiet_proc() {
   runtime::ProcOptions o = runtime::ProcOptions::threads(1);

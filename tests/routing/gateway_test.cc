@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "recording_senders.h"
 #include "postal/runtime/proc.h"
+#include "support/recording_senders.h"
 
 namespace postal::routing {
 namespace {
@@ -31,8 +31,8 @@ POSTAL_MESSAGE(postal::routing::GwMsg, "test.routing.GwMsg");
 namespace postal::routing {
 namespace {
 
-using testing::Returns;
-using testing::Sink;
+using test_support::RecordingReturn;
+using test_support::RecordingSender;
 
 Uid label(const char* s) { return Uid::singleton(*Label::parse(s)); }
 
@@ -47,8 +47,8 @@ EnvelopePtr to(const char* location) {
 const runtime::ProcId kP{label("p")};
 
 TEST(Gateway, R_GW_1_PeelsItsOwnViaAndDeliversToTheAttachedProc) {
-  Sink proc;
-  Returns ret;
+  RecordingSender proc;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
   g1.attach(kP, &proc);
   g1.post(to("g1.tcp://127.0.0.1:4000"), ret);
@@ -58,8 +58,8 @@ TEST(Gateway, R_GW_1_PeelsItsOwnViaAndDeliversToTheAttachedProc) {
 }
 
 TEST(Gateway, R_GW_1_ViaNamingAPeerIsPeeledAndPostedToThatPeer) {
-  Sink peer;
-  Returns ret;
+  RecordingSender peer;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
   g1.add_peer(label("g2"), &peer);
   g1.post(to("g2.g3.ipc:///tmp/x.sock"), ret);
@@ -68,8 +68,8 @@ TEST(Gateway, R_GW_1_ViaNamingAPeerIsPeeledAndPostedToThatPeer) {
 }
 
 TEST(Gateway, R_GW_1_RouteThroughTwoGatewaysByViaHops) {
-  Sink proc;
-  Returns ret;
+  RecordingSender proc;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
   Gateway g2(label("g2"), loc("tcp://127.0.0.1:5000"));
   g1.add_peer(label("g2"), &g2);
@@ -80,8 +80,8 @@ TEST(Gateway, R_GW_1_RouteThroughTwoGatewaysByViaHops) {
 }
 
 TEST(Gateway, R_GW_1_ViaNamingNeitherSelfNorPeerGoesToTheForwarder) {
-  Sink forwarder, proc;
-  Returns ret;
+  RecordingSender forwarder, proc;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"), &forwarder);
   g1.attach(kP, &proc);
   g1.post(to("g9.tcp://10.0.0.1:4000"), ret);
@@ -90,8 +90,8 @@ TEST(Gateway, R_GW_1_ViaNamingNeitherSelfNorPeerGoesToTheForwarder) {
 }
 
 TEST(Gateway, R_GW_2_ForeignViaIsNeverDeliveredLocallyEvenWhenTheProcIsAttached) {
-  Sink proc;
-  Returns ret;
+  RecordingSender proc;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));  // no forwarder
   g1.attach(kP, &proc);
   g1.post(to("g9.tcp://127.0.0.1:4000"), ret);
@@ -101,8 +101,8 @@ TEST(Gateway, R_GW_2_ForeignViaIsNeverDeliveredLocallyEvenWhenTheProcIsAttached)
 }
 
 TEST(Gateway, R_GW_1_PeeledHopWithoutTheProcAttachedIsNoRoute) {
-  Sink forwarder;
-  Returns ret;
+  RecordingSender forwarder;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"), &forwarder);
   g1.post(to("g1.tcp://127.0.0.1:4000"), ret);
   EXPECT_TRUE(forwarder.got.empty());  // a peeled hop is never forwarded on
@@ -111,8 +111,8 @@ TEST(Gateway, R_GW_1_PeeledHopWithoutTheProcAttachedIsNoRoute) {
 }
 
 TEST(Gateway, R_GW_1_NoViaUnknownProcGoesToTheForwarderOrNoRoute) {
-  Sink forwarder;
-  Returns ret;
+  RecordingSender forwarder;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
   g1.post(to("tcp://127.0.0.1:7000"), ret);
   ASSERT_EQ(ret.returned.size(), 1u);
@@ -122,8 +122,8 @@ TEST(Gateway, R_GW_1_NoViaUnknownProcGoesToTheForwarderOrNoRoute) {
 }
 
 TEST(Gateway, R_GW_1_NoViaAttachedProcIsDelivered) {
-  Sink proc, forwarder;
-  Returns ret;
+  RecordingSender proc, forwarder;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"), &forwarder);
   g1.attach(kP, &proc);
   g1.post(to("tcp://127.0.0.1:7000"), ret);
@@ -139,8 +139,8 @@ TEST(Gateway, AdvertisesAttachedProcsBehindItself) {
 TEST(Gateway, R_GW_1_AdvertisedAddressBehindTwoGatewaysRoutesFromTheEntry) {
   // g2 is reached through g1 (its location is g1's); procs behind g2 are advertised in path
   // order, and an envelope entering at g1 with that location reaches the proc.
-  Sink proc;
-  Returns ret;
+  RecordingSender proc;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
   Gateway g2(label("g2"), loc("g1.tcp://127.0.0.1:4000"));
   g1.add_peer(label("g2"), &g2);
@@ -153,8 +153,8 @@ TEST(Gateway, R_GW_1_AdvertisedAddressBehindTwoGatewaysRoutesFromTheEntry) {
 }
 
 TEST(Gateway, R_ENV_3_ExpiresWhenTheTtlRunsOutBetweenGateways) {
-  Sink proc;
-  Returns ret;
+  RecordingSender proc;
+  RecordingReturn ret;
   Gateway g1(label("g1"), loc("tcp://127.0.0.1:4000"));
   Gateway g2(label("g2"), loc("tcp://127.0.0.1:5000"));
   g1.add_peer(label("g2"), &g2);

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "recording_senders.h"
 #include "postal/runtime/proc.h"
+#include "support/recording_senders.h"
 
 namespace postal::routing {
 namespace {
@@ -33,8 +33,8 @@ POSTAL_MESSAGE(postal::routing::Msg, "test.routing.Msg");
 namespace postal::routing {
 namespace {
 
-using testing::Returns;
-using testing::Sink;
+using test_support::RecordingReturn;
+using test_support::RecordingSender;
 
 Uid label(const char* s) { return Uid::singleton(*Label::parse(s)); }
 
@@ -49,8 +49,8 @@ EnvelopePtr envelope_to(runtime::PortAddr dest) {
 }
 
 TEST(Router, R_ROUTE_2_LongestPrefixWinsPortOverActorOverProc) {
-  Sink by_proc, by_actor, by_port;
-  Returns ret;
+  RecordingSender by_proc, by_actor, by_port;
+  RecordingReturn ret;
   Router router;
   auto dest = port("p", "a", 3);
   router.add(dest.id.actor.proc, &by_proc);
@@ -67,8 +67,8 @@ TEST(Router, R_ROUTE_2_LongestPrefixWinsPortOverActorOverProc) {
 }
 
 TEST(Router, R_ROUTE_2_InsertionOrderDoesNotMatter) {
-  Sink by_proc, by_port;
-  Returns ret;
+  RecordingSender by_proc, by_port;
+  RecordingReturn ret;
   Router router;
   auto dest = port("p", "a", 3);
   router.add(dest.id, &by_port);  // the more specific route first
@@ -79,8 +79,8 @@ TEST(Router, R_ROUTE_2_InsertionOrderDoesNotMatter) {
 }
 
 TEST(Router, R_ROUTE_2_NoMatchIsNoRouteOrTheFallback) {
-  Sink fallback;
-  Returns ret;
+  RecordingSender fallback;
+  RecordingReturn ret;
   Router router;
   router.post(envelope_to(port("p", "a", 0)), ret);
   ASSERT_EQ(ret.returned.size(), 1u);
@@ -95,8 +95,8 @@ TEST(Router, R_ROUTE_2_NoMatchIsNoRouteOrTheFallback) {
 }
 
 TEST(Router, R_ROUTE_2_RoutesOnTheNextHopNotTheDestination) {
-  Sink to_dest, to_hop;
-  Returns ret;
+  RecordingSender to_dest, to_hop;
+  RecordingReturn ret;
   Router router;
   auto dest = port("far", "a", 0);
   auto hop = port("near", "relay", 0);
@@ -110,8 +110,8 @@ TEST(Router, R_ROUTE_2_RoutesOnTheNextHopNotTheDestination) {
 }
 
 TEST(Router, R_ROUTE_1_RoutersComposeAsMailboxSenders) {
-  Sink leaf;
-  Returns ret;
+  RecordingSender leaf;
+  RecordingReturn ret;
   Router inner, outer;
   auto dest = port("p", "a", 0);
   inner.add(dest.id, &leaf);
@@ -124,8 +124,8 @@ TEST(Router, R_ROUTE_1_RoutersComposeAsMailboxSenders) {
 }
 
 TEST(Router, RemoveAndReplaceRoutes) {
-  Sink a, b;
-  Returns ret;
+  RecordingSender a, b;
+  RecordingReturn ret;
   Router router;
   auto dest = port("p", "a", 0);
   router.add(dest.id.actor, &a);

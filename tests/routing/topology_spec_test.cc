@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace postal::routing {
@@ -353,6 +354,42 @@ TEST(TopologySpec, LoadReadsARegularFile) {
   absl::StatusOr<TopologySpec> spec = load_topology(dir.file("demo.toml"));
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->name, "demo");
+}
+
+// A topology file with four procs whose binaries are: relative with a directory part, relative
+// with "./", absolute, and a bare name.
+std::string binaries_file() {
+  std::string text = kHead;
+  const char* binaries[] = {"bin/my_actors", "./my_actors", "/opt/postal/my_actors", "my_actors"};
+  for (int i = 0; i < 4; ++i) {
+    absl::StrAppend(&text, "[[proc]]\nname = \"p", i, "\"\nlisten = \"tcp://127.0.0.1:0\"\n",
+                    "binary = \"", binaries[i], "\"\n");
+  }
+  return text;
+}
+
+// A relative binary path names a file next to the topology file, wherever `postal up` runs.
+TEST(TopologySpec, LoadResolvesARelativeBinaryAgainstTheFilesDirectory) {
+  ScratchDir dir;
+  write_file(dir.file("demo.toml"), binaries_file());
+  absl::StatusOr<TopologySpec> spec = load_topology(dir.file("demo.toml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->procs.size(), 4u);
+  EXPECT_EQ(spec->procs[0].binary, dir.file("bin/my_actors"));
+  EXPECT_EQ(spec->procs[1].binary, dir.file("./my_actors"));
+  EXPECT_EQ(spec->procs[2].binary, "/opt/postal/my_actors") << "an absolute path is kept";
+  EXPECT_EQ(spec->procs[3].binary, "my_actors") << "a bare name is left to the PATH lookup";
+}
+
+// Text parsed without a file has no directory to resolve against: binaries stay as written.
+TEST(TopologySpec, ParseKeepsBinariesAsWritten) {
+  absl::StatusOr<TopologySpec> spec = parse_topology(binaries_file(), "t.toml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->procs.size(), 4u);
+  EXPECT_EQ(spec->procs[0].binary, "bin/my_actors");
+  EXPECT_EQ(spec->procs[1].binary, "./my_actors");
+  EXPECT_EQ(spec->procs[2].binary, "/opt/postal/my_actors");
+  EXPECT_EQ(spec->procs[3].binary, "my_actors");
 }
 
 TEST(TopologySpec, LoadErrorsNameThePath) {

@@ -22,19 +22,12 @@
 #include "postal/runtime/label.h"
 #include "postal/runtime/location.h"
 #include "postal/runtime/uid.h"
+#include "support/must.h"
 
 namespace postal::runtime {
 namespace {
 
-// Unwraps a fixture value that must parse; a bad fixture is a bug in the test itself.
-template <class T>
-T must(absl::StatusOr<T> value) {
-  if (!value.ok()) {
-    std::cerr << "test fixture failed to parse: " << value.status() << "\n";
-    std::abort();
-  }
-  return *std::move(value);
-}
+using test_support::must;
 
 Label label(std::string_view text) { return must(Label::parse(text)); }
 

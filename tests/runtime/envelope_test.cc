@@ -18,6 +18,8 @@
 #include "postal/runtime/port.h"
 #include "postal/runtime/proc.h"
 #include "postal/wire/codec.h"
+#include "support/must.h"
+#include "support/recording_senders.h"
 
 namespace {
 
@@ -54,36 +56,13 @@ namespace {
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
 
-template <class T>
-T must(absl::StatusOr<T> value) {
-  if (!value.ok()) {
-    std::cerr << "test fixture failed: " << value.status() << "\n";
-    std::abort();
-  }
-  return *std::move(value);
-}
+using test_support::must;
 
 Uid uid(std::string_view name) { return Uid::singleton(must(Label::parse(name))); }
 
-// A ReturnHandle that keeps what it is given.
-class RecordingReturn final : public ReturnHandle {
- public:
-  void return_envelope(EnvelopePtr env) override { returned.push_back(std::move(env)); }
-  void drop(EnvelopePtr env, DropCause cause) override {
-    dropped.push_back(std::move(env));
-    causes.push_back(cause);
-  }
-  std::vector<EnvelopePtr> returned;
-  std::vector<EnvelopePtr> dropped;
-  std::vector<DropCause> causes;
-};
+using test_support::RecordingReturn;
 
-// A MailboxSender whose mechanism just keeps the envelope.
-class RecordingSender final : public MailboxSender {
- public:
-  void post_unchecked(EnvelopePtr env, ReturnHandle&) override { got.push_back(std::move(env)); }
-  std::vector<EnvelopePtr> got;
-};
+using test_support::RecordingSender;
 
 // A sender that is its own next hop: every hop posts again, so only the TTL ends the loop.
 class LoopSender final : public MailboxSender {

@@ -20,6 +20,8 @@
 #include "postal/runtime/port_sink.h"
 #include "postal/runtime/proc.h"
 #include "postal/wire/codec.h"
+#include "support/must.h"
+#include "support/recording_senders.h"
 
 namespace {
 
@@ -57,14 +59,7 @@ POSTAL_MESSAGE(MbxUnbound, "test.runtime.mailbox.Unbound");
 namespace postal::runtime {
 namespace {
 
-template <class T>
-T must(absl::StatusOr<T> value) {
-  if (!value.ok()) {
-    std::cerr << "test fixture failed: " << value.status() << "\n";
-    std::abort();
-  }
-  return *std::move(value);
-}
+using test_support::must;
 
 Uid uid(std::string_view name) { return Uid::singleton(must(Label::parse(name))); }
 
@@ -97,23 +92,7 @@ class RecordingSink final : public PortSink {
   std::vector<DeliveryFailure> failures;
 };
 
-class RecordingReturn final : public ReturnHandle {
- public:
-  void return_envelope(EnvelopePtr env) override { returned.push_back(std::move(env)); }
-  void drop(EnvelopePtr env, DropCause cause) override {
-    dropped.push_back(std::move(env));
-    causes.push_back(cause);
-  }
-  // The root failure of the only returned envelope (the test fails when there is none).
-  DeliveryFailure only_root() const {
-    EXPECT_EQ(returned.size(), 1u);
-    if (returned.empty() || returned.back()->root_failure() == nullptr) return {};
-    return *returned.back()->root_failure();
-  }
-  std::vector<EnvelopePtr> returned;
-  std::vector<EnvelopePtr> dropped;
-  std::vector<DropCause> causes;
-};
+using test_support::RecordingReturn;
 
 class MailboxTest : public testing::Test {
  protected:

@@ -20,6 +20,8 @@
 #include "postal/runtime/client.h"
 #include "postal/runtime/proc.h"
 #include "postal/wire/codec.h"
+#include "support/must.h"
+#include "support/proc_client.h"
 
 namespace {
 
@@ -86,14 +88,7 @@ namespace {
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
 
-template <class T>
-T must(absl::StatusOr<T> value) {
-  if (!value.ok()) {
-    std::cerr << "test fixture failed: " << value.status() << "\n";
-    std::abort();
-  }
-  return *std::move(value);
-}
+using test_support::must;
 
 // Nothing is waiting: a zero-timeout receive reports DeadlineExceeded at once.
 template <class R>
@@ -109,25 +104,8 @@ void send_bytes(Client& client, const PortAddr& to, uint64_t hash, std::string b
                                            client.proc().default_ttl()));
 }
 
-class PortTest : public testing::Test {
- protected:
-  PortTest() : proc_(ProcOptions::deterministic()), client_(must(Client::attach(proc_, "alice"))) {}
-
-  // The root failure of the next envelope of ours that came back.
-  DeliveryFailure next_failure() {
-    absl::StatusOr<EnvelopePtr> back = client_->next_undeliverable(kDeadline);
-    EXPECT_TRUE(back.ok()) << back.status();
-    if (!back.ok() || (*back)->root_failure() == nullptr) return {};
-    return *(*back)->root_failure();
-  }
-  bool no_returns() {
-    return client_->next_undeliverable(absl::ZeroDuration()).status().code() ==
-           absl::StatusCode::kDeadlineExceeded;
-  }
-
-  Proc proc_;
-  std::unique_ptr<Client> client_;
-};
+// A deterministic proc with the client "alice" (support/proc_client.h).
+using PortTest = test_support::ProcClientTest;
 
 // --- R-PORT-3: handles and refs ------------------------------------------------------------------
 

@@ -15,6 +15,9 @@
 #include "absl/time/time.h"
 #include "postal/runtime/client.h"
 #include "postal/runtime/port.h"
+#include "support/must.h"
+#include "support/proc_client.h"
+#include "support/recording_senders.h"
 
 namespace {
 
@@ -44,22 +47,11 @@ namespace {
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
 
-template <class T>
-T must(absl::StatusOr<T> value) {
-  if (!value.ok()) {
-    std::cerr << "test fixture failed: " << value.status() << "\n";
-    std::abort();
-  }
-  return *std::move(value);
-}
+using test_support::must;
 
 Uid uid(std::string_view name) { return Uid::singleton(must(Label::parse(name))); }
 
-class RecordingSender final : public MailboxSender {
- public:
-  void post_unchecked(EnvelopePtr env, ReturnHandle&) override { got.push_back(std::move(env)); }
-  std::vector<EnvelopePtr> got;
-};
+using test_support::RecordingSender;
 
 struct Event {
   TraceEventKind kind;
@@ -71,19 +63,12 @@ std::ostream& operator<<(std::ostream& os, const Event& e) {
   return os << "{kind " << static_cast<int>(e.kind) << ", type " << e.type_hash << "}";
 }
 
-class ProcTest : public testing::Test {
+// A deterministic proc with the client "alice" (support/proc_client.h), plus trace recording.
+class ProcTest : public test_support::ProcClientTest {
  protected:
-  ProcTest() : proc_(ProcOptions::deterministic()), client_(must(Client::attach(proc_, "alice"))) {}
-
   void send_ping(PortAddr to, int n = 1) {
     proc_.send(MessageEnvelope::make(client_->self_addr(), std::move(to),
                                      wire::Any::make(ProcPing{n}), proc_.default_ttl()));
-  }
-  DeliveryFailure next_failure() {
-    absl::StatusOr<EnvelopePtr> back = client_->next_undeliverable(kDeadline);
-    EXPECT_TRUE(back.ok()) << back.status();
-    if (!back.ok() || (*back)->root_failure() == nullptr) return {};
-    return *(*back)->root_failure();
   }
   PortAddr remote_port() const {
     return ActorAddr{ActorId{ProcId{uid("far-away")}, uid("bob")}, proc_.location()}.port(
@@ -96,8 +81,6 @@ class ProcTest : public testing::Test {
                      filter};
   }
 
-  Proc proc_;
-  std::unique_ptr<Client> client_;
   std::vector<Event> events_;
 };
 

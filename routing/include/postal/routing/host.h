@@ -6,9 +6,11 @@
 // waits for each to report ready (within the ready timeout), attaches procs that name a gateway
 // behind it, and spawns the [[actor]]s by registered type name with their parameters.
 //
-// Children die with the host: they are killed on teardown and on destruction, and they ask the
-// kernel to signal them if the host dies (PR_SET_PDEATHSIG). A child that exits is a supervision
-// event at the host: `next_exit` reports it with its exit status.
+// Children die with the host: they are killed on teardown and on destruction (SIGTERM, then
+// SIGKILL after HostOptions::teardown_grace), and they ask the kernel to signal them if the host
+// dies (PR_SET_PDEATHSIG). A child that exits is a supervision event at the host: `next_exit`
+// reports it with its exit status. (The OS side — spawning, reaping, killing — is the host's
+// ProcSupervisor, routing/src/proc_supervisor.h.)
 //
 // Any failure while coming up tears down what was started and returns an error naming the proc
 // and what went wrong.
@@ -16,26 +18,32 @@
 
 #include <sys/types.h>
 
-#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "postal/actors/system_actors.h"
 #include "postal/routing/node.h"
+#include "postal/routing/proc_exit.h"
 #include "postal/routing/topology_spec.h"
 #include "postal/runtime/client.h"
 
 namespace postal::routing {
 
+namespace internal {
+class ProcSupervisor;
+}  // namespace internal
+
 struct HostOptions {
   std::string postal_binary;  // the program for procs without `binary` (usually argv[0])
   absl::Duration ready_timeout = absl::Seconds(10);
   absl::Duration spawn_timeout = absl::Seconds(10);
+  // On teardown a child gets SIGTERM, then SIGKILL if it is still there after this long.
+  absl::Duration teardown_grace = absl::Seconds(3);
   ChannelOptions channel;  // for the gateways' channels and, as flags, the procs'
   int proc_workers = 0;    // default workers for procs that do not say (0: one per core)
   std::function<void(const std::string&)> log;  // progress lines; may be empty
@@ -44,16 +52,9 @@ struct HostOptions {
 struct LaunchedProc {
   std::string name;
   pid_t pid = -1;
-  runtime::ProcAddr addr;        // how it is reached (via its gateway when it has one)
-  runtime::ChannelAddr listen;   // where it serves
+  runtime::ProcAddr addr;       // how it is reached (via its gateway when it has one)
+  runtime::ChannelAddr listen;  // where it serves
   std::optional<std::string> gateway;
-};
-
-struct ProcExit {
-  std::string name;
-  pid_t pid = -1;
-  int wait_status = 0;          // as from waitpid
-  std::string to_string() const;  // "alpha (pid 123) exited with status 0" / "killed by SIGKILL"
 };
 
 class Host {
@@ -93,7 +94,6 @@ class Host {
   absl::Status start_gateways();
   absl::Status launch(LaunchedProc& proc, const ProcSpec& spec);
   absl::Status spawn_actors();
-  void reap_loop();
   void log(const std::string& line) const;
 
   TopologySpec spec_;
@@ -104,13 +104,7 @@ class Host {
   std::unique_ptr<runtime::Client> client_;
   std::vector<LaunchedProc> procs_;
   std::vector<std::pair<std::string, runtime::ActorAddr>> actors_;  // "proc/actor" → address
-
-  mutable absl::Mutex mu_;
-  std::deque<ProcExit> exits_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<pid_t, int>> pidfds_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int wake_fd_ = -1;  // eventfd: wakes the reaper when the pid set changes
-  std::thread reaper_;
+  std::unique_ptr<internal::ProcSupervisor> supervisor_;  // spawns, reaps and kills the children
 };
 
 }  // namespace postal::routing

@@ -18,6 +18,10 @@
 //   * No two procs or gateways listen on the same address, except tcp port 0 (the OS picks) and
 //     `inproc://0`. A tcp wildcard host (0.0.0.0, ::) clashes with every host on its port.
 //   * Vectors keep the order of the file.
+//   * From `load_topology`, a proc's relative `binary` path (one with a '/' not at its start, e.g.
+//     "./my_actors") is resolved against the topology file's directory (made absolute); absolute
+//     paths and bare names (looked up in PATH by the launcher) are kept. `parse_topology` has no
+//     file and keeps `binary` as written.
 //
 // Failure
 //   `parse_topology` never throws and never crashes, whatever the bytes. On bad input it returns
@@ -79,6 +83,7 @@ struct ProcSpec {
   std::optional<std::string> gateway;  // Attached behind (and advertised via) this gateway.
   std::optional<int> workers;          // 1..kMaxProcWorkers; absent: the machine's cores.
   std::optional<std::string> binary;   // The program to launch; absent: the postal binary.
+                                       // (load_topology: relative to the file; see above.)
   std::vector<std::string> args;       // Extra arguments for `binary` (only with a binary).
 
   friend bool operator==(const ProcSpec&, const ProcSpec&) = default;

@@ -1,0 +1,48 @@
+// The ready protocol between a host and the procs it launches (routing internal).
+//
+// A host starts a child with `--ready-fd N` (kReadyFdFlag), the write end of a pipe at fd N
+// (kChildReadyFd). Once serving, the child (proc_main) writes exactly one line to that fd:
+//
+//   POSTAL-READY <proc address> <bound listen address>\n
+//
+// and closes it. The host reads that line within its ready timeout; end of file before a line
+// means the child exited before it was ready. This file is the one definition of both sides: the
+// writer (proc_main.cc) formats with `ready_line`, the reader (host.cc) uses `read_ready_line`
+// and `parse_ready_line`.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "postal/runtime/address.h"
+#include "postal/runtime/location.h"
+
+namespace postal::routing::internal {
+
+// The flag that tells a proc where to write its ready line (default: 1, stdout).
+inline constexpr std::string_view kReadyFdFlag = "--ready-fd";
+// The fd at which a host hands its children the pipe for the ready line.
+inline constexpr int kChildReadyFd = 3;
+// The first word of the ready line.
+inline constexpr std::string_view kReadyWord = "POSTAL-READY";
+
+// What a ready line reports.
+struct ReadyReport {
+  runtime::ProcAddr addr;       // how the proc is reached
+  runtime::ChannelAddr listen;  // where it serves (tcp port 0 resolved)
+};
+
+// The ready line a proc writes, newline included.
+std::string ready_line(const runtime::ProcAddr& addr, const runtime::ChannelAddr& listen);
+
+// Reads from `fd` until one whole line (returned without its newline) or `deadline`.
+// DeadlineExceeded: "did not report ready in time"; Unavailable: the writer closed first (it
+// exited) or a read failed.
+absl::StatusOr<std::string> read_ready_line(int fd, absl::Time deadline);
+
+// Parses a line read by read_ready_line. InvalidArgument when it is not a ready line.
+absl::StatusOr<ReadyReport> parse_ready_line(std::string_view line);
+
+}  // namespace postal::routing::internal
