@@ -23,10 +23,10 @@ routing::TopologySpec demo_topology(const std::string& dir) {
   routing::TopologySpec spec;
   spec.name = "demo";
   spec.gateways.push_back({"edge", ipc("edge"), {}});
-  spec.procs.push_back({"alpha", ipc("alpha"), std::nullopt, 1, std::nullopt, {}});
-  spec.procs.push_back({"beta", ipc("beta"), "edge", 1, std::nullopt, {}});
+  spec.procs.push_back({"alpha", ipc("alpha"), std::nullopt, 1, std::nullopt, {}, std::nullopt});
+  spec.procs.push_back({"beta", ipc("beta"), "edge", 1, std::nullopt, {}, std::nullopt});
   spec.procs.push_back(
-      {"gamma", *runtime::ChannelAddr::parse("tcp://127.0.0.1:0"), std::nullopt, 1, std::nullopt, {}});
+      {"gamma", *runtime::ChannelAddr::parse("tcp://127.0.0.1:0"), std::nullopt, 1, std::nullopt, {}, std::nullopt});
   for (const char* proc : {"alpha", "gamma"}) spec.actors.push_back({proc, "driver", "postal.Driver", {}});
   for (const char* proc : {"alpha", "beta", "gamma"}) spec.actors.push_back({proc, "echo", "postal.Echo", {}});
   return spec;

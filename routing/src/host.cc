@@ -117,6 +117,9 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
   args.insert(args.end(),
               {"--delivery-timeout-ms",
                std::to_string(absl::ToInt64Milliseconds(options_.channel.delivery_timeout))});
+  if (const std::optional<std::string>& log = spec.log ? spec.log : spec_.log) {
+    args.insert(args.end(), {"--log-level", *log});
+  }
   const runtime::ProcId id{named(spec.name)};
   if (gateway != nullptr) {
     args.insert(args.end(), {"--location", gateway->gateway()->advertise(id).location.to_string()});

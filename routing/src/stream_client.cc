@@ -187,12 +187,19 @@ size_t StreamClientCore::unacked() const {
 }
 
 void StreamClientCore::fail_closed(EnvelopePtr env, ReturnHandle& ret) {
+  absl::Status why;
+  TransportReason reason;
+  {
+    absl::MutexLock lock(&mu_);
+    why = status_;
+    reason = closed_reason_;
+  }
   std::string target = env->next_hop().to_string();
   MessageEnvelope::undeliverable(
       std::move(env),
       DeliveryFailure::transport_failure(
-          std::move(target), TransportReason::kChannelClosed,
-          absl::StrCat("channel ", addr_text_, " is closed: ", status().message())),
+          std::move(target), reason,
+          absl::StrCat("channel ", addr_text_, " is closed: ", why.message())),
       ret);
 }
 
@@ -582,6 +589,7 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
     closed_.store(true, std::memory_order_release);
     rejected_.store(rejected, std::memory_order_release);
     status_ = why;
+    if (reason == TransportReason::kDialFailed) closed_reason_ = reason;
     for (Pending& p : pending_) {
       if (p.seq >= acked_ && p.env) returned.push_back(std::move(p.env));
     }

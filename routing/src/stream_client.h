@@ -146,6 +146,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   size_t dial_queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // frame bytes queued while dialing
   std::atomic<bool> dialing_{true};                   // no WELCOME yet
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  // What a post after the close fails with: DialFailed when the dial failed, else ChannelClosed.
+  runtime::TransportReason closed_reason_ ABSL_GUARDED_BY(mu_) =
+      runtime::TransportReason::kChannelClosed;
   std::atomic<bool> closed_{false};
   std::atomic<bool> rejected_{false};
 

@@ -63,7 +63,7 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     return fail(node->source(), "", R"(topology must be a table; write [topology] name = "demo")");
   }
   const Entry e{*node->as_table(), "[topology]"};
-  POSTAL_TOPO_TRY(check_keys(e, {"name", "on_proc_exit", "ready_timeout"}));
+  POSTAL_TOPO_TRY(check_keys(e, {"name", "on_proc_exit", "ready_timeout", "log"}));
   std::optional<std::string> name, exit, timeout;
   POSTAL_TOPO_TRY(read_label(e, "name", true, R"(name = "demo")", name));
   spec.name = *name;
@@ -87,6 +87,7 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     }
     spec.ready_timeout = d;
   }
+  POSTAL_TOPO_TRY(read_log(e, spec.log));
   return absl::OkStatus();
 }
 
@@ -147,7 +148,8 @@ absl::Status Checker::check_procs(const toml::table& root, TopologySpec& spec) {
   for (const GatewaySpec& g : spec.gateways) gateways.push_back(g.name);
   for (std::size_t i = 0; i < tables.size(); ++i) {
     const Entry e{*tables[i], entry_name(*tables[i], "proc", i)};
-    POSTAL_TOPO_TRY(check_keys(e, {"name", "listen", "gateway", "workers", "binary", "args"}));
+    POSTAL_TOPO_TRY(
+        check_keys(e, {"name", "listen", "gateway", "workers", "binary", "args", "log"}));
     std::optional<std::string> name;
     POSTAL_TOPO_TRY(read_label(e, "name", true, R"(name = "alpha")", name));
     const toml::source_region& at = e.table.get("name")->source();
@@ -186,6 +188,7 @@ absl::Status Checker::check_procs(const toml::table& root, TopologySpec& spec) {
           (*e.table.get("args")->as_array())[a].source(), e.where,
           "an argument contains a NUL character, which a program cannot receive; remove it");
     }
+    POSTAL_TOPO_TRY(read_log(e, proc.log));
     spec.procs.push_back(std::move(proc));
   }
   return absl::OkStatus();

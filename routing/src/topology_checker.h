@@ -75,6 +75,8 @@ class Checker {
   absl::Status read_strings(const Entry& e, std::string_view key, std::string_view example,
                             std::vector<std::string>& out) const;
   absl::Status read_listen(const Entry& e, runtime::ChannelAddr& out);
+  // `log`: log levels in POSTAL_LOG's syntax, checked now so a typo fails at load, not in a child.
+  absl::Status read_log(const Entry& e, std::optional<std::string>& out) const;
   absl::Status read_params(const Entry& e, ActorSpec& actor) const;
   absl::Status read_endpoint(const Entry& e, std::string_view key, const TopologySpec& spec,
                              ActorRef& out) const;

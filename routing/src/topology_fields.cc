@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "postal/runtime/label.h"
+#include "postal/runtime/logger.h"
 #include "topology_checker.h"
 
 namespace postal::routing::topology_internal {
@@ -134,6 +135,17 @@ absl::Status Checker::read_strings(const Entry& e, std::string_view key, std::st
       return wrong_type(e, absl::StrCat("every item of ", sv(key)), item, "a string", example);
     }
     out.push_back(value->get());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checker::read_log(const Entry& e, std::optional<std::string>& out) const {
+  POSTAL_TOPO_TRY(read_string(e, "log", false, R"(log = "info,postal.routing=debug")", out));
+  if (!out) return absl::OkStatus();
+  if (absl::Status s = runtime::check_logging_spec(*out); !s.ok()) {
+    return fail(e.table.get("log")->source(), e.where,
+                absl::StrCat("log ", quote(*out), " is not a log level spec (", s.message(),
+                             R"(); write e.g. log = "debug" or log = "info,postal.routing=debug")"));
   }
   return absl::OkStatus();
 }

@@ -259,6 +259,8 @@ absl::Status configure_logging(std::string_view spec) {
   return LoggerRegistry::instance().configure(spec);
 }
 
+absl::Status check_logging_spec(std::string_view spec) { return parse_spec(spec).status(); }
+
 std::string logging_spec() { return LoggerRegistry::instance().spec(); }
 
 void set_log_sink(std::shared_ptr<LogSink> sink) {

@@ -39,8 +39,8 @@ class PostTopologyTest : public ::testing::Test {
     routing::TopologySpec spec;
     spec.name = "mail";
     spec.on_proc_exit = routing::OnProcExit::kIgnore;
-    spec.procs.push_back({"mail", ipc("mail"), std::nullopt, 1, std::nullopt, {}});
-    spec.procs.push_back({"sub", ipc("sub"), std::nullopt, 1, MAIL_TEST_PROC, {}});
+    spec.procs.push_back({"mail", ipc("mail"), std::nullopt, 1, std::nullopt, {}, std::nullopt});
+    spec.procs.push_back({"sub", ipc("sub"), std::nullopt, 1, MAIL_TEST_PROC, {}, std::nullopt});
     spec.actors.push_back({"mail",
                            std::string(kMailboxHostName),
                            std::string(kMailboxHostType),

@@ -392,6 +392,39 @@ TEST(TopologySpec, ParseKeepsBinariesAsWritten) {
   EXPECT_EQ(spec->procs[3].binary, "my_actors");
 }
 
+// `log` (topology-wide, or per proc) is handed to launched procs as --log-level; a spec that does
+// not parse fails at load, naming the line, not later in a child.
+TEST(TopologySpec, LogLevelsAreCheckedAtLoad) {
+  absl::StatusOr<TopologySpec> spec = parse_topology(R"([topology]
+name = "t"
+log = "warn,postal.routing=debug"
+[[proc]]
+name = "a"
+listen = "ipc://@t-a"
+log = "debug"
+[[proc]]
+name = "b"
+listen = "ipc://@t-b"
+)",
+                                                      "t.toml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->log, "warn,postal.routing=debug");
+  EXPECT_EQ(spec->procs[0].log, "debug");
+  EXPECT_EQ(spec->procs[1].log, std::nullopt);
+
+  absl::StatusOr<TopologySpec> bad = parse_topology(R"([topology]
+name = "t"
+[[proc]]
+name = "a"
+listen = "ipc://@t-a"
+log = "postal.routing=loud"
+)",
+                                                     "t.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(MessageHas(bad.status(), "t.toml:6")) << bad.status();
+  EXPECT_TRUE(MessageHas(bad.status(), "loud"));
+}
+
 TEST(TopologySpec, LoadErrorsNameThePath) {
   ScratchDir dir;
   write_file(dir.file("bad.toml"), kHead + kProcA + "worker = 2\n");

@@ -83,10 +83,10 @@ TopologySpec three_procs(TopologyTest& t, const std::function<ChannelAddr(const 
   TopologySpec spec;
   spec.name = "three";
   spec.gateways.push_back({"edge", ipc("edge"), {}});
-  spec.procs.push_back({"alpha", ipc("alpha"), std::nullopt, 1, std::nullopt, {}});
-  spec.procs.push_back({"beta", ipc("beta"), "edge", 1, std::nullopt, {}});
+  spec.procs.push_back({"alpha", ipc("alpha"), std::nullopt, 1, std::nullopt, {}, std::nullopt});
+  spec.procs.push_back({"beta", ipc("beta"), "edge", 1, std::nullopt, {}, std::nullopt});
   spec.procs.push_back({"gamma", *ChannelAddr::parse("tcp://127.0.0.1:0"), std::nullopt, 1,
-                        std::nullopt, {}});
+                        std::nullopt, {}, std::nullopt});
   for (const char* p : {"alpha", "beta", "gamma"}) {
     spec.actors.push_back(actor_spec(p, "driver", kDriverType));
     spec.actors.push_back(actor_spec(p, "echo", kEchoType));
@@ -114,8 +114,8 @@ TEST_F(TopologyTest, R_GW_1_PingPongAcrossASharedGateway) {
   TopologySpec spec;
   spec.name = "shared";
   spec.gateways.push_back({"edge", ipc("edge"), {}});
-  spec.procs.push_back({"left", ipc("left"), "edge", 1, std::nullopt, {}});
-  spec.procs.push_back({"right", tcp(), "edge", 1, std::nullopt, {}});
+  spec.procs.push_back({"left", ipc("left"), "edge", 1, std::nullopt, {}, std::nullopt});
+  spec.procs.push_back({"right", tcp(), "edge", 1, std::nullopt, {}, std::nullopt});
   spec.actors = {actor_spec("left", "driver", kDriverType), actor_spec("right", "echo", kEchoType)};
   up(spec);
   auto r = drive(actor("left", "driver"), "ping-pong", {payload_port(actor("right", "echo"))}, 500);
@@ -129,8 +129,8 @@ TEST_F(TopologyTest, R_GW_1_RouteThroughTwoGatewaysByViaHops) {
   spec.name = "twogw";
   spec.gateways.push_back({"outer", ipc("outer"), {"inner"}});
   spec.gateways.push_back({"inner", ipc("inner"), {}});
-  spec.procs.push_back({"client", ipc("client"), std::nullopt, 1, std::nullopt, {}});
-  spec.procs.push_back({"server", ipc("server"), "inner", 1, std::nullopt, {}});
+  spec.procs.push_back({"client", ipc("client"), std::nullopt, 1, std::nullopt, {}, std::nullopt});
+  spec.procs.push_back({"server", ipc("server"), "inner", 1, std::nullopt, {}, std::nullopt});
   spec.actors = {actor_spec("client", "driver", kDriverType),
                  actor_spec("server", "echo", kEchoType)};
   up(spec);

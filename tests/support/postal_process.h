@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-namespace postal::testing {
+namespace postal::test_support {
 
 inline std::string slurp(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -117,4 +117,4 @@ class BackgroundPostal {
   pid_t pid_;
 };
 
-}  // namespace postal::testing
+}  // namespace postal::test_support

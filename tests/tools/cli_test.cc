@@ -8,9 +8,9 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
-#include "postal_process.h"
+#include "support/postal_process.h"
 
-namespace postal::testing {
+namespace postal::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -81,7 +81,9 @@ TEST_F(Cli, ATopologyFileThatDoesNotLoadIsAUsageError) {
 TEST_F(Cli, StatusJsonParsesAndShowsADeadProcAsDead) {
   const std::string name = "cli-status-" + std::to_string(::getpid());
   const fs::path file = dir_ / "t.toml";
+  // log: the procs log at debug (the host does not), so their accepted connections show.
   std::ofstream(file) << "[topology]\nname = \"" << name << "\"\non_proc_exit = \"ignore\"\n"
+                      << "log = \"debug\"\n"
                       << "[[proc]]\nname = \"alpha\"\nlisten = \"ipc://@" << name << "-alpha\"\n"
                       << "workers = 1\n"
                       << "[[proc]]\nname = \"beta\"\nlisten = \"ipc://@" << name << "-beta\"\n"
@@ -108,6 +110,8 @@ TEST_F(Cli, StatusJsonParsesAndShowsADeadProcAsDead) {
     if (p["address"].get<std::string>().find("beta") != std::string::npos) beta_pid = p["pid"];
   }
   ASSERT_GT(beta_pid, 0) << j.dump(2);
+  EXPECT_NE(up.output().find("debug postal.routing"), std::string::npos)
+      << "the topology's log reaches its procs: " << up.output();
 
   ::kill(static_cast<pid_t>(beta_pid), SIGKILL);
   ASSERT_TRUE(up.wait_for_output("supervision: proc beta", seconds(10))) << up.output();
@@ -139,4 +143,4 @@ TEST_F(Cli, PostalLogAndLogLevelReachTheLoggers) {
 }
 
 }  // namespace
-}  // namespace postal::testing
+}  // namespace postal::test_support

@@ -173,8 +173,8 @@ class HostRig final : public Rig {
       behind = "inner";
     }
     spec.procs.push_back(
-        {"drivers", addr("drivers"), std::nullopt, options.workers, std::nullopt, {}});
-    spec.procs.push_back({"echoes", addr("echoes"), behind, options.workers, std::nullopt, {}});
+        {"drivers", addr("drivers"), std::nullopt, options.workers, std::nullopt, {}, std::nullopt});
+    spec.procs.push_back({"echoes", addr("echoes"), behind, options.workers, std::nullopt, {}, std::nullopt});
     for (int i = 0; i < kFanWidth; ++i) {
       spec.actors.push_back({"drivers", actor_name('d', i), std::string(routing::kDriverType), {}});
       spec.actors.push_back({"echoes", actor_name('e', i), std::string(routing::kEchoType), {}});

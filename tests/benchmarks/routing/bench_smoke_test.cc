@@ -2,71 +2,24 @@
 // as a subprocess of the real binary. Checks the plumbing — exit status, the JSON report and its
 // scenarios, the HTML report's charts — never the numbers (benchmarks do not run in the test
 // suite otherwise).
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "support/postal_process.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Outcome {
-  int exit_status = -1;  // -1: did not exit in time (killed)
-  std::string output;    // stdout and stderr
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs the postal binary with `args`, output to `log`; kills it after `deadline`.
-Outcome run_postal(const std::vector<std::string>& args, const fs::path& log,
-                   std::chrono::seconds deadline) {
-  std::vector<std::string> all{POSTAL_BINARY};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execv(argv[0], argv.data());
-    _exit(127);
-  }
-  Outcome run;
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      run.output = slurp(log);
-      return run;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  run.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.output = slurp(log);
-  return run;
-}
+using postal::test_support::Outcome;
+using postal::test_support::run_postal;
+using postal::test_support::slurp;
 
 class BenchSmoke : public ::testing::Test {
  protected:

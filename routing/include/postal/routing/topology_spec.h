@@ -85,6 +85,7 @@ struct ProcSpec {
   std::optional<std::string> binary;   // The program to launch; absent: the postal binary.
                                        // (load_topology: relative to the file; see above.)
   std::vector<std::string> args;       // Extra arguments for `binary` (only with a binary).
+  std::optional<std::string> log;      // Log levels (POSTAL_LOG syntax); absent: the topology's.
 
   friend bool operator==(const ProcSpec&, const ProcSpec&) = default;
 };
@@ -124,6 +125,9 @@ struct TopologySpec {
   std::string name;  // A label.
   OnProcExit on_proc_exit = OnProcExit::kTeardown;
   std::optional<absl::Duration> ready_timeout;  // In (0, kMaxReadyTimeout]; absent: the driver's.
+  // Log levels of every launched proc (POSTAL_LOG syntax, e.g. "info,postal.routing=debug"),
+  // handed to each as --log-level; absent: the procs inherit POSTAL_LOG.
+  std::optional<std::string> log;
   std::vector<GatewaySpec> gateways;
   std::vector<ProcSpec> procs;  // At least one.
   std::vector<ActorSpec> actors;

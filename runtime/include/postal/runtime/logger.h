@@ -98,6 +98,9 @@ class Logger {
 // does not parse and changes nothing.
 absl::Status configure_logging(std::string_view spec);
 
+// Whether `spec` parses, without applying it (a topology file's `log`).
+absl::Status check_logging_spec(std::string_view spec);
+
 // The current configuration in the same syntax (for handing on to child procs).
 std::string logging_spec();
 
