@@ -16,18 +16,11 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::seconds;
 
-class Cli : public ::testing::Test {
+class Cli : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path("/tmp") / ("postal-cli-" + std::to_string(::getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   Outcome run(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
     return run_postal(args, dir_ / "out.txt", seconds(30), env);
   }
-  fs::path dir_;
 };
 
 TEST_F(Cli, VersionPrintsTheVersionAndTheWireVersion) {

@@ -21,16 +21,7 @@ using postal::test_support::Outcome;
 using postal::test_support::run_postal;
 using postal::test_support::slurp;
 
-class BenchSmoke : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::path("/tmp") / ("postal-bench-smoke-" + std::to_string(::getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using BenchSmoke = postal::test_support::ScratchDirTest;
 
 TEST_F(BenchSmoke, QuickSuiteWritesJsonWithEveryScenarioAndHtmlWithCharts) {
   const fs::path json_path = dir_ / "bench.json", html_path = dir_ / "bench.html";
