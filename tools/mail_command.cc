@@ -1,6 +1,6 @@
 // `postal mail post|fetch|peek|status ADDR`: one mail verb against a running topology.
 //
-// It reads the topology's state file (`postal up` writes /tmp/postal/<name>.state), asks each
+// It reads the topology's state file (topology_state.h; `postal up` writes it), asks each
 // recorded proc in turn for an actor named `mailbox-host` (mail::kMailboxHostName, a
 // postal.MailboxHost), and runs the verb through a PostProvider from a throwaway proc on an
 // abstract ipc socket. Only `post:` addresses are served by a topology.

@@ -1,5 +1,11 @@
 // TopologyState: what `postal up` records about a running topology for the other subcommands
-// (`postal status`, `postal mail`), in /tmp/postal/<name>.state.
+// (`postal status`, `postal mail`), in <state_dir()>/<name>.state.
+//
+// R-SEC-3: the folder is $XDG_RUNTIME_DIR/postal-<uid> (or /tmp/postal-<uid>), created 0700 and
+// used only while it is a real folder owned by the user that no one else can write; files are
+// written fresh (O_EXCL|O_NOFOLLOW, 0600) and renamed into place, and read without following a
+// link or blocking, only when they are regular files owned by the user. Anything else is
+// refused with a logged reason, never followed or trusted.
 //
 // One line per fact: `pid N` (the host), `gateway ADDR`, `proc ADDR PID`, and `dead ADDR TEXT` for a
 // proc the host saw exit (TEXT says how: "exited with status 1", "killed by SIGKILL"). The host
@@ -7,9 +13,11 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "postal/routing/host.h"
 
 namespace postal::tools {
@@ -28,12 +36,16 @@ struct TopologyState {
   std::vector<TopologyMember> members;
 };
 
-// Where a running topology records its state.
+// Where running topologies record their state, and the file of one.
+std::string state_dir();
 std::string state_file(const std::string& topology);
 
-// Writes `host`'s state; `exits` maps a proc's name to how it exited.
-void write_topology_state(const routing::Host& host,
-                          const std::vector<routing::ProcExit>& exits);
+// Writes `host`'s state; `exits` are the procs the host saw exit. Fails (writing nothing) when
+// the folder is not safely ours.
+absl::Status write_topology_state(const routing::Host& host,
+                                  const std::vector<routing::ProcExit>& exits);
+// Removes a topology's state file (at teardown).
+void remove_topology_state(const std::string& topology);
 
 // The states of the running topology `name`, or of every running topology when `name` is empty;
 // empty when none runs.

@@ -86,7 +86,10 @@ int up_command(const std::string& self_binary, const std::string& file) {
     return 1;
   }
   std::vector<routing::ProcExit> exits;
-  write_topology_state(**host, exits);
+  if (absl::Status s = write_topology_state(**host, exits); !s.ok()) {
+    std::fprintf(stderr, "postal up: %s; `postal status` will not see this topology\n",
+                 std::string(s.message()).c_str());
+  }
   bool ok = run_workload(**host, signalled);
   std::printf("topology %s is up; `postal status %s` inspects it; Ctrl-C tears it down\n",
               spec->name.c_str(), spec->name.c_str());
@@ -98,7 +101,7 @@ int up_command(const std::string& self_binary, const std::string& file) {
     if (!exit) continue;
     std::printf("supervision: proc %s\n", exit->to_string().c_str());
     exits.push_back(*exit);
-    write_topology_state(**host, exits);  // `postal status` shows it dead
+    (void)write_topology_state(**host, exits);  // `postal status` shows it dead
     if (spec->on_proc_exit == routing::OnProcExit::kTeardown) {
       std::printf("on_proc_exit = teardown: stopping the topology\n");
       rc = 1;
@@ -107,7 +110,7 @@ int up_command(const std::string& self_binary, const std::string& file) {
   }
   if (signalled != 0) std::printf("signal %d: tearing down\n", signalled.load());
   (*host)->teardown();
-  std::filesystem::remove(state_file(spec->name));
+  remove_topology_state(spec->name);
   return rc;
 }
 

@@ -32,10 +32,16 @@ void Node::Relay::drop(runtime::EnvelopePtr env, runtime::DropCause cause) {
 absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
   if (options.listen.transport() == runtime::ChannelAddr::Transport::kIpc &&
       !options.listen.is_abstract()) {
-    // A socket path's folder is created if missing (topology files name paths under /tmp).
+    // A socket path's folder is created if missing (topology files name paths under /tmp),
+    // private to its user (R-SEC-3); a folder that exists keeps its mode.
+    const std::filesystem::path folder =
+        std::filesystem::path(options.listen.path()).parent_path();
     std::error_code ignored;
-    std::filesystem::create_directories(std::filesystem::path(options.listen.path()).parent_path(),
-                                        ignored);
+    if (!std::filesystem::exists(folder, ignored) &&
+        std::filesystem::create_directories(folder, ignored)) {
+      std::filesystem::permissions(folder, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, ignored);
+    }
   }
   std::unique_ptr<Node> node(new Node());
   node->channel_ = options.channel;

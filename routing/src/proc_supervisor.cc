@@ -51,6 +51,9 @@ absl::StatusOr<ProcSupervisor::Child> ProcSupervisor::spawn(std::string name,
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], kChildReadyFd);
+  // R-SEC-3: a child inherits stdin/out/err and the ready fd, nothing else — not the host's
+  // listening sockets or channels, even one opened by another thread without CLOEXEC yet.
+  posix_spawn_file_actions_addclosefrom_np(&actions, kChildReadyFd + 1);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

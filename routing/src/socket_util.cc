@@ -1,5 +1,7 @@
 #include "socket_util.h"
 
+#include <fcntl.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -132,6 +134,12 @@ absl::StatusOr<std::vector<Endpoint>> endpoints_of(const runtime::ChannelAddr& a
   return absl::InvalidArgumentError("unknown transport");
 }
 
+void set_cloexec(int fd) {
+  if (fd < 0) return;
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
 absl::Status connect_blocking(Socket& socket, const std::vector<Endpoint>& endpoints,
                               absl::Duration timeout) {
   int last_error = EINVAL;
@@ -139,6 +147,7 @@ absl::Status connect_blocking(Socket& socket, const std::vector<Endpoint>& endpo
     boost::system::error_code ec;
     socket.close(ec);
     socket.open(endpoint.protocol(), ec);
+    if (!ec) set_cloexec(socket.native_handle());
     if (!ec) socket.native_non_blocking(true, ec);
     if (ec) {
       last_error = ec.value();

@@ -42,6 +42,9 @@ absl::StatusOr<std::vector<Endpoint>> endpoints_of(const runtime::ChannelAddr& a
 absl::Status connect_blocking(Socket& socket, const std::vector<Endpoint>& endpoints,
                               absl::Duration timeout);
 
+// FD_CLOEXEC on a descriptor asio opened (asio does not ask for it): no exec'd child inherits it.
+void set_cloexec(int fd);
+
 // TCP_NODELAY on tcp sockets (frames are batched by the channel; Nagle only adds latency).
 void tune(Socket& socket, const runtime::ChannelAddr& addr);
 

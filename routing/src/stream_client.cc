@@ -243,6 +243,7 @@ void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_cod
     schedule_reconnect();
     return;
   }
+  set_cloexec(socket_.native_handle());  // after the fact; spawns close every fd anyway
   tune(socket_, addr_);
   link_ = Link::kHandshaking;
   send_hello();

@@ -297,7 +297,13 @@ absl::Status ServerCore::listen(const Endpoint& endpoint) {
   if (!ec && local_.transport() == ChannelAddr::Transport::kTcp) {
     acceptor_.set_option(boost::asio::socket_base::reuse_address(true), ec);
   }
+  if (!ec) set_cloexec(acceptor_.native_handle());
   if (!ec) acceptor_.bind(endpoint, ec);
+  // R-SEC-3: a socket file gets an explicit mode, not the umask's: only its user may connect.
+  if (!ec && local_.transport() == ChannelAddr::Transport::kIpc && !local_.is_abstract() &&
+      ::chmod(std::string(local_.path()).c_str(), 0600) != 0) {
+    ec = boost::system::error_code(errno, boost::system::system_category());
+  }
   if (!ec) acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("serve ", text_, ": ", os_error(ec)));
   return absl::OkStatus();
@@ -317,6 +323,7 @@ void ServerCore::accept() {
           timer->async_wait([self, timer](const boost::system::error_code&) { self->accept(); });
           return;
         }
+        set_cloexec(socket.native_handle());
         tune(socket, self->local_);
         if (log().enabled(runtime::LogLevel::kDebug)) {
           log().debug(absl::StrCat("channel server ", self->text_, ": accepted connection #",

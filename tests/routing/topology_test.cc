@@ -4,7 +4,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -92,6 +95,42 @@ TopologySpec three_procs(TopologyTest& t, const std::function<ChannelAddr(const 
     spec.actors.push_back(actor_spec(p, "echo", kEchoType));
   }
   return spec;
+}
+
+// The inodes of the sockets process `pid` holds open.
+std::set<std::string> socket_inodes(const std::string& pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + pid + "/fd", ec)) {
+    std::error_code link_ec;
+    const std::string target = std::filesystem::read_symlink(e.path(), link_ec).string();
+    if (target.rfind("socket:", 0) == 0) inodes.insert(target);
+  }
+  return inodes;
+}
+
+// R-SEC-3: a launched proc inherits none of the host's sockets (its gateway's listener, its
+// channels), and socket files and the folders made for them are private to the user.
+TEST_F(TopologyTest, R_SEC_3_ProcsInheritNoSocketOfTheHostAndSocketFilesArePrivate) {
+  const std::string sub = dir_ + "/made-by-node";
+  auto spec = three_procs(*this, [&](const std::string& n) {
+    return *ChannelAddr::parse(absl::StrCat("ipc://", sub, "/", n, ".sock"));
+  });
+  up(spec);
+  const std::set<std::string> host = socket_inodes("self");
+  ASSERT_FALSE(host.empty());
+  for (const LaunchedProc& p : host_->procs()) {
+    for (const std::string& inode : socket_inodes(std::to_string(p.pid))) {
+      EXPECT_EQ(host.count(inode), 0u) << p.name << " inherited the host's " << inode;
+    }
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat((sub + "/edge.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "the gateway's socket file";
+  ASSERT_EQ(::stat((sub + "/alpha.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "a proc's socket file";
+  ASSERT_EQ(::stat(sub.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << "the socket folder a node created";
 }
 
 TEST_F(TopologyTest, ThreeProcsOverIpcAndTcpWithAGateway) {

@@ -103,8 +103,9 @@ inline Outcome run_postal(const std::vector<std::string>& args, const std::files
 // its process group when destroyed.
 class BackgroundPostal {
  public:
-  BackgroundPostal(const std::vector<std::string>& args, std::filesystem::path log)
-      : log_(std::move(log)), pid_(spawn_logged(POSTAL_BINARY, args, log_)) {}
+  BackgroundPostal(const std::vector<std::string>& args, std::filesystem::path log,
+                   const std::vector<std::string>& env = {})
+      : log_(std::move(log)), pid_(spawn_logged(POSTAL_BINARY, args, log_, env)) {}
   ~BackgroundPostal() { stop(); }
   BackgroundPostal(const BackgroundPostal&) = delete;
   BackgroundPostal& operator=(const BackgroundPostal&) = delete;

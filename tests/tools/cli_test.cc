@@ -135,5 +135,53 @@ TEST_F(Cli, PostalLogAndLogLevelReachTheLoggers) {
   EXPECT_NE(bad_env.output.find("POSTAL_LOG ignored"), std::string::npos) << bad_env.output;
 }
 
+// R-SEC-3: the state folder is private and a planted link is replaced, never written through.
+TEST_F(Cli, R_SEC_3_AStateFileLinkIsReplacedNotFollowed) {
+  const std::string name = "cli-link-" + std::to_string(::getpid());
+  const fs::path rundir = dir_ / "run";
+  fs::create_directories(rundir);
+  const std::string xdg = "XDG_RUNTIME_DIR=" + rundir.string();
+  const fs::path folder = rundir / ("postal-" + std::to_string(::geteuid()));
+  fs::create_directories(folder);
+  fs::permissions(folder, fs::perms::owner_all, fs::perm_options::replace);
+  const fs::path victim = dir_ / "victim.txt";
+  std::ofstream(victim) << "precious";
+  fs::create_symlink(victim, folder / (name + ".state"));
+
+  const fs::path file = dir_ / "t.toml";
+  std::ofstream(file) << "[topology]\nname = \"" << name << "\"\n[[proc]]\nname = \"a\"\n"
+                      << "listen = \"ipc://@" << name << "-a\"\nworkers = 1\n";
+  BackgroundPostal up({"up", file.string()}, dir_ / "up.txt", {xdg});
+  ASSERT_TRUE(up.wait_for_output("is up", seconds(30))) << up.output();
+  EXPECT_EQ(slurp(victim), "precious") << "the state was written through the link";
+  EXPECT_FALSE(fs::is_symlink(folder / (name + ".state")));
+  EXPECT_EQ(fs::status(folder / (name + ".state")).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  Outcome status = run_postal({"status", name}, dir_ / "status.txt", seconds(30), {xdg});
+  EXPECT_EQ(status.exit_status, 0) << status.output;
+}
+
+TEST_F(Cli, R_SEC_3_StateNotOwnedByTheUserIsIgnored) {
+  const std::string name = "cli-foreign-" + std::to_string(::getpid());
+  const fs::path rundir = dir_ / "run";
+  const fs::path folder = rundir / ("postal-" + std::to_string(::geteuid()));
+  fs::create_directories(folder);
+  fs::permissions(folder, fs::perms::owner_all, fs::perm_options::replace);
+  const std::string xdg = "XDG_RUNTIME_DIR=" + rundir.string();
+  const fs::path state = folder / (name + ".state");
+  std::ofstream(state) << "proc alpha@ipc://@nowhere 1\n";
+  if (::chown(state.c_str(), 65534, 65534) != 0) GTEST_SKIP() << "not root: cannot chown";
+  Outcome foreign = run({"status", name}, {xdg});
+  EXPECT_EQ(foreign.exit_status, 1) << foreign.output;
+  EXPECT_NE(foreign.output.find("belongs to uid 65534"), std::string::npos) << foreign.output;
+
+  ASSERT_EQ(::chown(state.c_str(), ::geteuid(), ::getegid()), 0);
+  fs::permissions(folder, fs::perms::others_write, fs::perm_options::add);
+  Outcome open_folder = run({"status", name}, {xdg});
+  EXPECT_EQ(open_folder.exit_status, 1) << open_folder.output;
+  EXPECT_NE(open_folder.output.find("ignoring the state folder"), std::string::npos)
+      << open_folder.output;
+}
+
 }  // namespace
 }  // namespace postal::test_support
