@@ -170,9 +170,11 @@ void BM_GatewayHops(benchmark::State& state) {
   Returns returns;
   postal::routing::Gateway g2(g2_uid, channel);
   postal::routing::Gateway g1(g1_uid, channel);
-  g2.attach(proc, &sink);
-  g1.attach(proc, &sink);
-  g1.add_peer(g2_uid, &g2);
+  if (!g2.attach(proc, &sink).ok() || !g1.attach(proc, &sink).ok() ||
+      !g1.add_peer(g2_uid, &g2).ok()) {
+    state.SkipWithError("gateway setup failed");
+    return;
+  }
 
   const char* where[] = {"inproc://1", "g1.inproc://1", "g1.g2.inproc://1"};
   auto dest = postal::runtime::PortAddr::parse(std::string("a.p:e0@") + where[hops]).value();

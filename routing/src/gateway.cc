@@ -12,9 +12,14 @@ using runtime::TransportReason;
 Gateway::Gateway(runtime::Uid uid, runtime::Location location, runtime::MailboxSender* forwarder)
     : uid_(std::move(uid)), location_(std::move(location)), forwarder_(forwarder) {}
 
-void Gateway::attach(const runtime::ProcId& proc, runtime::MailboxSender* sender) {
+absl::Status Gateway::attach(const runtime::ProcId& proc, runtime::MailboxSender* sender) {
   absl::MutexLock lock(&mu_);
-  procs_[proc] = sender;
+  if (!procs_.try_emplace(proc, sender).second) {
+    return absl::AlreadyExistsError(absl::StrCat("proc ", proc.to_string(),
+                                                 " is already attached to gateway ",
+                                                 uid_.to_string(), "; detach it first"));
+  }
+  return absl::OkStatus();
 }
 
 bool Gateway::detach(const runtime::ProcId& proc) {
@@ -22,9 +27,14 @@ bool Gateway::detach(const runtime::ProcId& proc) {
   return procs_.erase(proc) > 0;
 }
 
-void Gateway::add_peer(const runtime::Uid& gateway, runtime::MailboxSender* sender) {
+absl::Status Gateway::add_peer(const runtime::Uid& gateway, runtime::MailboxSender* sender) {
   absl::MutexLock lock(&mu_);
-  peers_[gateway] = sender;
+  if (!peers_.try_emplace(gateway, sender).second) {
+    return absl::AlreadyExistsError(absl::StrCat("gateway ", gateway.to_string(),
+                                                 " is already a peer of gateway ",
+                                                 uid_.to_string(), "; remove it first"));
+  }
+  return absl::OkStatus();
 }
 
 bool Gateway::remove_peer(const runtime::Uid& gateway) {

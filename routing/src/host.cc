@@ -219,6 +219,11 @@ absl::Status Host::restart(std::string_view name) {
     }
     ProcSpec spec = spec_.procs[i];
     spec.listen = procs_[i].listen;  // same address as before (a tcp port 0 stays resolved)
+    for (size_t g = 0; g < spec_.gateways.size(); ++g) {  // the new incarnation attaches afresh
+      if (spec.gateway && spec_.gateways[g].name == *spec.gateway) {
+        gateway_nodes_[g]->detach(runtime::ProcId{named(spec.name)});
+      }
+    }
     return launch(procs_[i], spec);
   }
   return absl::NotFoundError(absl::StrCat("no proc named ", sv(name)));

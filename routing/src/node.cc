@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
   }
   node->proc_ = std::make_unique<runtime::Proc>(std::move(proc_options));
   if (node->gateway_) {
-    node->gateway_->attach(options.id, node->proc_.get());
+    (void)node->gateway_->attach(options.id, node->proc_.get());  // a new gateway: cannot clash
     node->proc_->set_forwarder(node->gateway_.get());
     node->relay_.set(node->gateway_.get(), node->proc_.get());
   } else {
@@ -89,8 +89,8 @@ absl::StatusOr<runtime::ProcAddr> Node::attach(const runtime::ProcId& id,
   if (!gateway_) {
     return absl::FailedPreconditionError("only a node with a gateway can attach procs");
   }
+  if (absl::Status s = gateway_->attach(id, dial_.get()); !s.ok()) return s;
   dial_->add(id, addr);
-  gateway_->attach(id, dial_.get());
   return gateway_->advertise(id);
 }
 
@@ -109,7 +109,7 @@ absl::Status Node::add_peer(const runtime::Uid& gateway, const runtime::ChannelA
   absl::StatusOr<std::unique_ptr<ChannelClient>> client =
       ChannelClient::dial(io_, addr, relay_, channel_);
   if (!client.ok()) return client.status();
-  gateway_->add_peer(gateway, client->get());
+  if (absl::Status s = gateway_->add_peer(gateway, client->get()); !s.ok()) return s;
   peers_.push_back(*std::move(client));
   return absl::OkStatus();
 }

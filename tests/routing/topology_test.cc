@@ -112,7 +112,7 @@ std::set<std::string> socket_inodes(const std::string& pid) {
 // R-SEC-3: a launched proc inherits none of the host's sockets (its gateway's listener, its
 // channels), and socket files and the folders made for them are private to the user.
 TEST_F(TopologyTest, R_SEC_3_ProcsInheritNoSocketOfTheHostAndSocketFilesArePrivate) {
-  const std::string sub = dir_ + "/made-by-node";
+  const std::string sub = dir_ + "/n";  // made by the nodes (socket paths: at most 107 bytes)
   auto spec = three_procs(*this, [&](const std::string& n) {
     return *ChannelAddr::parse(absl::StrCat("ipc://", sub, "/", n, ".sock"));
   });

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "postal/runtime/address.h"
 #include "postal/runtime/mailbox_sender.h"
@@ -37,9 +38,12 @@ class Gateway final : public runtime::MailboxSender {
   const runtime::Uid& uid() const { return uid_; }
   const runtime::Location& location() const { return location_; }
 
-  void attach(const runtime::ProcId& proc, runtime::MailboxSender* sender);
+  // AlreadyExists when `proc` is attached already: a second attach never takes over another's
+  // traffic silently (detach first).
+  absl::Status attach(const runtime::ProcId& proc, runtime::MailboxSender* sender);
   bool detach(const runtime::ProcId& proc);
-  void add_peer(const runtime::Uid& gateway, runtime::MailboxSender* sender);
+  // AlreadyExists when `gateway` is a peer already (remove_peer first).
+  absl::Status add_peer(const runtime::Uid& gateway, runtime::MailboxSender* sender);
   bool remove_peer(const runtime::Uid& gateway);
   void set_forwarder(runtime::MailboxSender* forwarder);
 
