@@ -1,5 +1,5 @@
 // The ipc/tcp ChannelClient: serialize once, sequence, batch, retransmit until acked
-// (R-CHAN-1…4; channel_client.h has the contract, stream_client.h the threading, docs/wire.md the
+// (R-CHAN-1…4; channel_client.h has the contract, stream_client.h the threading, docs/wire-v1.md the
 // protocol).
 #include "stream_client.h"
 

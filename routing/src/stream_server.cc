@@ -1,5 +1,5 @@
 // The ipc/tcp ChannelServer: accept, handshake, deliver in seq order, ack cumulatively
-// (R-CHAN-1, R-CHAN-2; channel_server.h has the contract, docs/wire.md the protocol).
+// (R-CHAN-1, R-CHAN-2; channel_server.h has the contract, docs/wire-v1.md the protocol).
 //
 // Everything here runs on the I/O thread, except `serve` (which binds and listens on the
 // caller's thread before the I/O thread sees the acceptor) and the owner's destructor and

@@ -1,5 +1,5 @@
 // Frames and FrameDecoder: the channel wire format, every error, any chunking (frame.h;
-// R-CHAN-1, R-CHAN-3, docs/wire.md).
+// R-CHAN-1, R-CHAN-3, docs/wire-v1.md).
 #include "postal/routing/frame.h"
 
 #include <string>

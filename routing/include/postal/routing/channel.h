@@ -7,7 +7,7 @@
 // ChannelServer (which receives them and posts them to a local sender, usually a gateway). The
 // transport is chosen by the address: `inproc://N` stays in the process, `ipc://…` is a Unix
 // socket, `tcp://host:port` a TCP connection. See channel_client.h, channel_server.h and
-// docs/wire.md.
+// docs/wire-v1.md.
 #pragma once
 
 #include <cstddef>

@@ -20,7 +20,7 @@
 //             not acked return Transport(ChannelClosed) with the server's reason (they may or
 //             may not have been delivered: at most once), the never-written ones go out on the
 //             new session in order, and the channel stays open. A reconnect with nothing
-//             written unacked starts a new session right away (docs/wire.md, the handshake).
+//             written unacked starts a new session right away (docs/wire-v1.md, the handshake).
 //   R-CHAN-3  An envelope whose frame exceeds max_frame_bytes fails alone, at once, with
 //             Transport(OversizedFrame{len, max}); the channel carries on.
 //

@@ -9,7 +9,7 @@
 //   inproc://N          registers N in the process-wide inproc table (inproc://0 picks a free
 //                       number); clients in this process post straight to `deliver_to`.
 //
-// Protocol (ipc and tcp; docs/wire.md): per connection the client says HELLO{version, session,
+// Protocol (ipc and tcp; docs/wire-v1.md): per connection the client says HELLO{version, session,
 // first_unacked_seq}. A known session gets WELCOME{next_expected} and continues its numbering; an
 // unknown one is accepted when it starts at 0, else REJECTed ("this server restarted; redial");
 // another wire version is REJECTed with a message naming both. R-CHAN-1: DATA with seq == next

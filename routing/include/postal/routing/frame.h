@@ -1,4 +1,4 @@
-// Frames: the versioned wire format of the ipc and tcp channels (R-CHAN-1). docs/wire.md has the
+// Frames: the versioned wire format of the ipc and tcp channels (R-CHAN-1). docs/wire-v1.md has the
 // byte-by-byte layout; this header is its code.
 //
 //   frame   = u32 length (little-endian; the bytes that follow it) | u8 kind | body
