@@ -143,7 +143,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ec) return close(hung_up(ec) ? "" : os_error(ec));
     if (state_ == State::kRejected) return read();  // discard until the client hangs up
     decoder_.feed(std::string_view(read_buf_.data(), n));
-    bool delivered = false;
     for (;;) {
       absl::StatusOr<std::optional<Frame>> frame = decoder_.next();
       if (!frame.ok()) {
@@ -151,25 +150,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
           return reject(
               std::string(frame.status().message()));  // another wire version: tell it why
         }
-        return close(absl::StrCat("protocol error: ", frame.status().message()));
+        return protocol_error(absl::StrCat("protocol error: ", frame.status().message()));
       }
       if (!frame->has_value()) break;
       if (auto* data = std::get_if<DataFrame>(&**frame)) {
         if (!on_data(*data)) return;
-        delivered = true;
       } else if (auto* hello = std::get_if<HelloFrame>(&**frame)) {
         if (!on_hello(*hello)) return;
       } else {
-        return close(absl::StrCat("protocol error: unexpected ", sv(to_string(kind_of(**frame))),
-                                  " from a client"));
+        return protocol_error(absl::StrCat("protocol error: unexpected ",
+                                           sv(to_string(kind_of(**frame))), " from a client"));
       }
-      if (closed_) return;
+      if (closed_ || close_after_write_) return;
     }
-    if (delivered) {  // one cumulative ACK per batch read
-      ack_pending_ = true;
-      flush();
-    }
+    flush();  // one cumulative ACK per batch read (on_data marked it pending)
     read();
+  }
+
+  // A protocol error ends the connection. What this connection already enqueued is acked first
+  // (one ACK, then close), so the client neither counts it unacked nor retransmits it.
+  void protocol_error(std::string why) {
+    if (closed_) return;
+    if (!ack_pending_ || session_ == nullptr) return close(why);
+    log().info(absl::StrCat("channel server ", core_->text_, ": closing connection #", number_,
+                            " after acking what it delivered: ", why));
+    close_after_write_ = true;
+    state_ = State::kRejected;  // read nothing more
+    flush();
   }
 
   bool on_hello(const HelloFrame& hello) {
@@ -218,16 +225,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (data.seq < session_->next_expected) return true;  // a retransmit we already enqueued
     if (data.seq > session_->next_expected) {
-      close(absl::StrCat("protocol error: DATA seq ", data.seq, " skips ahead of ",
-                         session_->next_expected));
+      protocol_error(absl::StrCat("protocol error: DATA seq ", data.seq, " skips ahead of ",
+                                  session_->next_expected));
       return false;
     }
     absl::StatusOr<EnvelopePtr> env = decode_envelope(data.envelope);
     if (!env.ok()) {
-      close(absl::StrCat("protocol error: DATA seq ", data.seq, ": ", env.status().message()));
+      protocol_error(
+          absl::StrCat("protocol error: DATA seq ", data.seq, ": ", env.status().message()));
       return false;
     }
     ++session_->next_expected;
+    ack_pending_ = true;
     core_->deliver_to_.post(*std::move(env), core_->ret_);
     return true;
   }
@@ -262,6 +271,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     in_flight_.clear();
     if (closed_) return;
     if (ec) return close(hung_up(ec) ? "" : os_error(ec));
+    if (close_after_write_ && out_.empty()) return close("");
     if (shutdown_after_write_ && out_.empty()) {
       shutdown_after_write_ = false;
       boost::system::error_code ignored;
@@ -285,7 +295,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   State state_ = State::kAwaitHello;
   Session* session_ = nullptr;
   bool writing_ = false;
-  bool ack_pending_ = false;
+  bool ack_pending_ = false;       // envelopes enqueued since the last ACK
+  bool close_after_write_ = false;  // a protocol error: close once the final ACK is written
   bool shutdown_after_write_ = false;
   bool closed_ = false;
   std::unique_ptr<boost::asio::steady_timer> linger_;

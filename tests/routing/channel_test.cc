@@ -389,6 +389,25 @@ TEST_F(ChannelTest, R_CHAN_1_DuplicateSeqIsDroppedAndGapIsRejected) {
   EXPECT_NE(std::get<RejectFrame>(*reject).reason.find("restarted"), std::string::npos);
 }
 
+TEST_F(ChannelTest, R_CHAN_1_AProtocolErrorAcksTheFramesDeliveredBeforeIt) {
+  auto server = serve(ipc_path());
+  boost::asio::io_context ctx;
+  RawPeer peer = connect_raw(ctx, server->local_addr());
+  peer.send(HelloFrame{kWireVersion, 79, 0});
+  EXPECT_EQ(peer.next(), Frame(WelcomeFrame{kWireVersion, 0}));
+  // One write: two good frames, then a gap. The two are enqueued; the gap ends the connection.
+  peer.send(data_frame(0, *envelope(0)) + data_frame(1, *envelope(1)) +
+            data_frame(5, *envelope(5)));
+  expect_in_order(0, 2);
+  uint64_t acked = 0;
+  while (std::optional<Frame> f = peer.next()) {  // until the server closes
+    ASSERT_TRUE(std::holds_alternative<AckFrame>(*f));
+    acked = std::get<AckFrame>(*f).next_expected;
+  }
+  EXPECT_EQ(acked, 2u) << "the frames before the error were delivered, so they are acked";
+  expect_nothing_more();
+}
+
 TEST_F(ChannelTest, R_CHAN_1_ServerRejectsAnotherWireVersionNamingBoth) {
   auto server = serve(ipc_path());
   boost::asio::io_context ctx;
