@@ -1,0 +1,473 @@
+// Wire v2 DATA bodies: docs/wire.md §6 (layout) and §7 (the session dictionary).
+#include "envelope_codec.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "postal/wire/absl_compat.h"
+#include "postal/wire/type_registry.h"
+
+namespace postal::routing::internal::v2 {
+namespace {
+
+using runtime::ActorAddr;
+using runtime::DeliveryFailure;
+using runtime::MessageEnvelope;
+using runtime::Port;
+using runtime::PortAddr;
+
+// Flags of the fixed part (§6.2).
+constexpr uint16_t kReturnUndeliverable = 1 << 0;
+constexpr uint16_t kHasNextHop = 1 << 1;
+constexpr uint16_t kChunked = 1 << 2;
+constexpr uint16_t kKnownFlags = kReturnUndeliverable | kHasNextHop;
+// A failure target that is not an address travels in the detail (DeliveryFailure's target is
+// text until it becomes structured; §6.5 has only an address ref).
+constexpr std::string_view kTargetTag = "[target ";
+
+template <class T>
+void put(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));  // little-endian hosts only (static_assert below)
+  out.append(b, sizeof(T));
+}
+static_assert(std::endian::native == std::endian::little, "wire v2 is little-endian");
+
+void put_text16(std::string& out, std::string_view s) {
+  put<uint16_t>(out, static_cast<uint16_t>(s.size()));
+  out.append(s);
+}
+
+// Reads fields in place; every read checks the bytes left first.
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : rest_(bytes) {}
+  template <class T>
+  bool get(T& v) {
+    if (rest_.size() < sizeof(T)) return false;
+    std::memcpy(&v, rest_.data(), sizeof(T));
+    rest_.remove_prefix(sizeof(T));
+    return true;
+  }
+  bool take(size_t n, std::string_view& out) {
+    if (rest_.size() < n) return false;
+    out = rest_.substr(0, n);
+    rest_.remove_prefix(n);
+    return true;
+  }
+  size_t left() const { return rest_.size(); }
+  std::string_view rest() const { return rest_; }
+
+ private:
+  std::string_view rest_;
+};
+
+absl::Status stream_error(std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("DATA: ", sv(what)));
+}
+
+// A count is plausible when its elements, at their minimum size, fit in what is left (R-FLOW-4).
+bool fits(uint64_t count, size_t min_bytes, const Reader& r) {
+  return count <= r.left() / min_bytes;
+}
+
+// A failure target: a port address, an actor address, or other text.
+FailureTarget split_target(const std::string& target) {
+  FailureTarget t;
+  if (absl::StatusOr<PortAddr> port = PortAddr::parse(target); port.ok()) {
+    t.actor = port->actor_addr().to_string();
+    t.port_kind = static_cast<uint8_t>(port->id.port.kind());
+    t.port_value = port->id.port.value();
+  } else if (absl::StatusOr<ActorAddr> actor = ActorAddr::parse(target); actor.ok()) {
+    t.actor = actor->to_string();
+  }
+  return t;
+}
+
+std::optional<Port> port_of(uint8_t kind, uint64_t value) {
+  switch (kind) {
+    case 0: return Port::ephemeral(value);
+    case 1: return Port::handler(value);
+    case 2: return Port::control(value);
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> EnvelopeEncoder::ref(EntryKind kind, const std::string& value,
+                                              std::string& defines, uint16_t& define_count) {
+  auto& ids = kind == EntryKind::kActor ? actor_ids_ : name_ids_;
+  if (auto it = ids.find(value); it != ids.end()) {
+    entries_[it->second].last_used = frame_;
+    return it->second;
+  }
+  const uint64_t cost = kEntryOverhead + value.size();
+  uint32_t id;
+  if (entries_.size() < limits_.max_entries && bytes_ + cost <= limits_.max_bytes) {
+    id = static_cast<uint32_t>(entries_.size());
+    entries_.push_back(Entry{kind, value, frame_});
+    bytes_ += cost;
+    undo_.emplace_back(id, std::nullopt);
+  } else {
+    // §7.3: redefine the least recently used id that this frame does not reference.
+    uint32_t victim = kNone;
+    for (uint32_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].last_used == frame_) continue;
+      if (victim == kNone || entries_[i].last_used < entries_[victim].last_used) victim = i;
+    }
+    if (victim == kNone ||
+        bytes_ - (kEntryOverhead + entries_[victim].value.size()) + cost > limits_.max_bytes) {
+      return absl::ResourceExhaustedError(
+          "the envelope needs more of the session dictionary than it may use in one frame");
+    }
+    Entry& old = entries_[victim];
+    undo_.emplace_back(victim, old);
+    (old.kind == EntryKind::kActor ? actor_ids_ : name_ids_).erase(old.value);
+    bytes_ = bytes_ - (kEntryOverhead + old.value.size()) + cost;
+    old = Entry{kind, value, frame_};
+    id = victim;
+  }
+  ids.emplace(value, id);
+  put<uint32_t>(defines, id);
+  put<uint8_t>(defines, static_cast<uint8_t>(kind));
+  put_text16(defines, value);
+  ++define_count;
+  return id;
+}
+
+void EnvelopeEncoder::roll_back() {
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
+    const auto& [id, before] = *it;
+    Entry& now = entries_[id];
+    (now.kind == EntryKind::kActor ? actor_ids_ : name_ids_).erase(now.value);
+    bytes_ -= kEntryOverhead + now.value.size();
+    if (before) {
+      now = *before;
+      (now.kind == EntryKind::kActor ? actor_ids_ : name_ids_).emplace(now.value, id);
+      bytes_ += kEntryOverhead + now.value.size();
+    } else {
+      entries_.pop_back();  // new ids are undone newest first, so this is `id`
+    }
+  }
+  undo_.clear();
+}
+
+absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::string& out) {
+  // Everything that can fail the envelope is checked before the dictionary changes.
+  const std::string sender = env.sender().to_string();
+  const std::string dest = env.dest().actor_addr().to_string();
+  const bool has_hop = env.has_explicit_next_hop() && env.next_hop() != env.dest();
+  const std::string hop = has_hop ? env.next_hop().actor_addr().to_string() : std::string();
+  std::vector<FailureTarget> targets;
+  for (const DeliveryFailure& f : env.delivery_failures()) targets.push_back(split_target(f.target));
+  std::vector<const std::string*> texts{&sender, &dest, &hop};
+  for (const FailureTarget& t : targets) texts.push_back(&t.actor);
+  for (const std::string* text : texts) {
+    if (text->size() > kMaxAddrText) {
+      return absl::OutOfRangeError(absl::StrCat("an address of ", text->size(),
+                                                " bytes exceeds the wire's ", kMaxAddrText));
+    }
+  }
+  if (env.data().type_hash() == 0) return absl::InvalidArgumentError("the envelope has no payload");
+  absl::StatusOr<std::string_view> payload = env.data().bytes();
+  if (!payload.ok()) return payload.status();
+  if (env.delivery_failures().size() > std::numeric_limits<uint16_t>::max() ||
+      env.headers().size() > std::numeric_limits<uint16_t>::max()) {
+    return absl::InvalidArgumentError("too many headers or failures for one frame");
+  }
+
+  ++frame_;
+  undo_.clear();
+  absl::Status failed = body(seq, env, sender, dest, has_hop ? &hop : nullptr, targets, *payload, out);
+  if (!failed.ok()) roll_back();
+  undo_.clear();
+  return failed;
+}
+
+absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, const std::string& sender,
+                                   const std::string& dest, const std::string* hop_text,
+                                   const std::vector<FailureTarget>& targets,
+                                   std::string_view payload_bytes, std::string& out) {
+  const bool has_hop = hop_text != nullptr;
+  const std::string& hop = has_hop ? *hop_text : dest;
+  const std::string_view* payload = &payload_bytes;
+  std::string defines, headers, failures;
+  uint16_t define_count = 0;
+  auto actor_ref = [&](const std::string& text) { return ref(EntryKind::kActor, text, defines, define_count); };
+  absl::StatusOr<uint32_t> sender_id = actor_ref(sender);
+  absl::StatusOr<uint32_t> dest_id = sender_id.ok() ? actor_ref(dest) : sender_id;
+  absl::StatusOr<uint32_t> hop_id = has_hop && dest_id.ok() ? actor_ref(hop) : dest_id;
+  if (!hop_id.ok()) return hop_id.status();
+
+  for (const auto& [name, value] : env.headers()) {
+    if (!name.empty() && name.size() <= kMaxNameText) {
+      absl::StatusOr<uint32_t> id = ref(EntryKind::kName, name, defines, define_count);
+      if (!id.ok()) return id.status();
+      put<uint32_t>(headers, *id);
+    } else {
+      put<uint32_t>(headers, kNone);
+      put_text16(headers, name.substr(0, std::numeric_limits<uint16_t>::max()));
+    }
+    put<uint8_t>(headers, static_cast<uint8_t>(value.index()));
+    std::visit(
+        [&](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, bool>) {
+            put<uint8_t>(headers, v ? 1 : 0);
+          } else if constexpr (std::is_same_v<V, std::string>) {
+            put<uint32_t>(headers, static_cast<uint32_t>(v.size()));
+            headers.append(v);
+          } else {
+            put<V>(headers, v);
+          }
+        },
+        value);
+  }
+
+  for (size_t i = 0; i < env.delivery_failures().size(); ++i) {
+    const DeliveryFailure& f = env.delivery_failures()[i];
+    const FailureTarget& t = targets[i];
+    uint32_t target = kNone;
+    std::string detail = f.detail;
+    if (!t.actor.empty()) {
+      absl::StatusOr<uint32_t> id = actor_ref(t.actor);
+      if (!id.ok()) return id.status();
+      target = *id;
+    } else if (!f.target.empty()) {
+      detail = absl::StrCat(sv(kTargetTag), f.target, "] ", detail);
+    }
+    if (detail.size() > kMaxDetail) detail.resize(kMaxDetail);  // bounded, like its rendering
+    put<uint8_t>(failures, static_cast<uint8_t>(f.kind));
+    put<uint8_t>(failures, f.kind == runtime::FailureKind::kInvalidReference
+                               ? static_cast<uint8_t>(f.invalid)
+                               : static_cast<uint8_t>(f.transport));
+    put<uint16_t>(failures, 0);
+    put<int32_t>(failures, 0);  // os_errno: DeliveryFailure does not carry it yet
+    put<uint64_t>(failures, f.len);
+    put<uint64_t>(failures, f.max);
+    put<uint64_t>(failures, f.message_type.empty() ? 0 : wire::fnv1a64(f.message_type));
+    put<uint32_t>(failures, target);
+    put<uint8_t>(failures, t.port_kind);
+    put<uint64_t>(failures, t.port_value);
+    put_text16(failures, detail);
+  }
+
+  const uint16_t flags = (env.return_undeliverable() ? kReturnUndeliverable : 0) |
+                         (has_hop ? kHasNextHop : 0);
+  put<uint64_t>(out, seq);
+  put<uint16_t>(out, flags);
+  put<uint8_t>(out, env.ttl());
+  put<uint8_t>(out, static_cast<uint8_t>(env.dest().id.port.kind()));
+  put<uint32_t>(out, *sender_id);
+  put<uint32_t>(out, *dest_id);
+  put<uint64_t>(out, env.dest().id.port.value());
+  put<uint64_t>(out, env.data().type_hash());
+  put<uint64_t>(out, payload->size());
+  put<uint16_t>(out, define_count);
+  put<uint16_t>(out, static_cast<uint16_t>(env.headers().size()));
+  put<uint16_t>(out, static_cast<uint16_t>(env.delivery_failures().size()));
+  put<uint16_t>(out, 0);
+  if (has_hop) {
+    put<uint32_t>(out, *hop_id);
+    put<uint8_t>(out, static_cast<uint8_t>(env.next_hop().id.port.kind()));
+    put<uint64_t>(out, env.next_hop().id.port.value());
+  }
+  out.append(defines).append(headers).append(failures).append(*payload);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view body,
+                                                              uint64_t& seq) {
+  Reader r(body);
+  uint16_t flags = 0, define_count = 0, header_count = 0, failure_count = 0, reserved = 0;
+  uint8_t ttl = 0, dest_kind = 0;
+  uint32_t sender_ref = 0, dest_ref = 0;
+  uint64_t dest_value = 0, type_hash = 0, payload_len = 0;
+  if (!(r.get(seq) && r.get(flags) && r.get(ttl) && r.get(dest_kind) && r.get(sender_ref) &&
+        r.get(dest_ref) && r.get(dest_value) && r.get(type_hash) && r.get(payload_len) &&
+        r.get(define_count) && r.get(header_count) && r.get(failure_count) && r.get(reserved))) {
+    return stream_error(absl::StrCat("truncated: ", body.size(), " bytes, the fixed part is ",
+                                     kFixedBytes));
+  }
+  if (flags & kChunked) return stream_error("chunked payloads are not supported by this build");
+  if (flags & ~kKnownFlags) return stream_error(absl::StrCat("unknown flags 0x", absl::Hex(flags)));
+  if (type_hash == 0) return stream_error("type hash 0");
+  const std::optional<Port> dest_port = port_of(dest_kind, dest_value);
+  if (!dest_port) return stream_error(absl::StrCat("unknown port kind ", dest_kind));
+  uint32_t hop_ref = kNone;
+  std::optional<Port> hop_port;
+  if (flags & kHasNextHop) {
+    uint8_t kind = 0;
+    uint64_t value = 0;
+    if (!(r.get(hop_ref) && r.get(kind) && r.get(value))) return stream_error("truncated next hop");
+    hop_port = port_of(kind, value);
+    if (!hop_port) return stream_error(absl::StrCat("unknown next-hop port kind ", kind));
+  }
+
+  // §7.2: DEFINEs apply before any ref of this frame resolves.
+  if (!fits(define_count, kMinDefineBytes, r)) return stream_error("DEFINE count past the frame");
+  for (uint16_t i = 0; i < define_count; ++i) {
+    uint32_t id = 0;
+    uint8_t kind = 0;
+    uint16_t len = 0;
+    std::string_view value;
+    if (!(r.get(id) && r.get(kind) && r.get(len) && r.take(len, value))) {
+      return stream_error("truncated DEFINE");
+    }
+    if (id > entries_.size() || id >= limits_.max_entries) {
+      return stream_error(absl::StrCat("DEFINE of id ", id, " skips ahead of ", entries_.size()));
+    }
+    Entry entry;
+    entry.kind = static_cast<EntryKind>(kind);
+    entry.cost = kEntryOverhead + len;
+    if (entry.kind == EntryKind::kActor) {
+      if (len == 0 || len > kMaxAddrText) return stream_error("ACTOR entry length out of range");
+      absl::StatusOr<ActorAddr> addr = ActorAddr::parse(value);
+      if (!addr.ok()) return stream_error(absl::StrCat("ACTOR entry: ", addr.status().message()));
+      entry.actor = *std::move(addr);
+    } else if (entry.kind == EntryKind::kName) {
+      if (len == 0 || len > kMaxNameText) return stream_error("NAME entry length out of range");
+      entry.name = std::string(value);
+    } else {
+      return stream_error(absl::StrCat("unknown DEFINE kind ", kind));
+    }
+    const uint64_t old_cost = id < entries_.size() ? entries_[id].cost : 0;
+    if (bytes_ - old_cost + entry.cost > limits_.max_bytes) {
+      return stream_error("DEFINE past the dictionary's byte bound");
+    }
+    bytes_ = bytes_ - old_cost + entry.cost;
+    if (id == entries_.size()) {
+      entries_.push_back(std::move(entry));
+    } else {
+      entries_[id] = std::move(entry);
+    }
+  }
+  auto actor = [&](uint32_t id) -> const ActorAddr* {
+    if (id >= entries_.size() || entries_[id].kind != EntryKind::kActor) return nullptr;
+    return &entries_[id].actor;
+  };
+  const ActorAddr* sender = actor(sender_ref);
+  const ActorAddr* dest = actor(dest_ref);
+  if (sender == nullptr || dest == nullptr) return stream_error("sender or dest is not an ACTOR ref");
+  auto env = MessageEnvelope::make(*sender, dest->port(*dest_port), wire::Any(), ttl);
+  env->set_return_undeliverable(flags & kReturnUndeliverable);
+  if (hop_port) {
+    const ActorAddr* hop = actor(hop_ref);
+    if (hop == nullptr) return stream_error("next hop is not an ACTOR ref");
+    PortAddr next = hop->port(*hop_port);
+    if (next == env->dest()) return stream_error("a next hop equal to dest is sent empty");
+    env->set_next_hop(std::move(next));
+  }
+
+  if (!fits(header_count, kMinHeaderBytes, r)) return stream_error("header count past the frame");
+  for (uint16_t i = 0; i < header_count; ++i) {
+    uint32_t name_ref = 0;
+    std::string name;
+    if (!r.get(name_ref)) return stream_error("truncated header");
+    if (name_ref == kNone) {
+      uint16_t len = 0;
+      std::string_view text;
+      if (!(r.get(len) && r.take(len, text))) return stream_error("truncated header name");
+      name = std::string(text);
+    } else if (name_ref < entries_.size() && entries_[name_ref].kind == EntryKind::kName) {
+      name = entries_[name_ref].name;
+    } else {
+      return stream_error("a header name is not a NAME ref");
+    }
+    if (env->headers().contains(name)) return stream_error(absl::StrCat("header ", name, " twice"));
+    uint8_t type = 0;
+    if (!r.get(type)) return stream_error("truncated header");
+    wire::HeaderValue value;
+    bool ok = false;
+    switch (type) {
+      case 0: {
+        uint8_t b = 0;
+        ok = r.get(b) && b <= 1;
+        value = b == 1;
+        break;
+      }
+      case 1: { int64_t v = 0; ok = r.get(v); value = v; break; }
+      case 2: { uint64_t v = 0; ok = r.get(v); value = v; break; }
+      case 3: { double v = 0; ok = r.get(v); value = v; break; }
+      case 4: {
+        uint32_t len = 0;
+        std::string_view text;
+        ok = r.get(len) && r.take(len, text);
+        value = std::string(text);
+        break;
+      }
+      default: return stream_error(absl::StrCat("unknown header type ", type));
+    }
+    if (!ok) return stream_error(absl::StrCat("header ", name, ": bad value"));
+    env->headers().set_value(name, std::move(value));
+  }
+
+  if (!fits(failure_count, kMinFailureBytes, r)) return stream_error("failure count past the frame");
+  for (uint16_t i = 0; i < failure_count; ++i) {
+    uint8_t kind = 0, reason = 0, port_kind = 0;
+    uint16_t fflags = 0, detail_len = 0;
+    int32_t os_errno = 0;
+    uint32_t target_ref = 0;
+    uint64_t len = 0, max = 0, message_type = 0, port_value = 0;
+    std::string_view detail;
+    if (!(r.get(kind) && r.get(reason) && r.get(fflags) && r.get(os_errno) && r.get(len) &&
+          r.get(max) && r.get(message_type) && r.get(target_ref) && r.get(port_kind) &&
+          r.get(port_value) && r.get(detail_len) && r.take(detail_len, detail))) {
+      return stream_error("truncated failure");
+    }
+    if (kind > static_cast<uint8_t>(runtime::FailureKind::kExpired)) {
+      return stream_error(absl::StrCat("unknown failure kind ", kind));
+    }
+    if (detail_len > kMaxDetail) return stream_error("failure detail over 1024 bytes");
+    DeliveryFailure f;
+    f.kind = static_cast<runtime::FailureKind>(kind);
+    std::string prefix;  // a reason this build does not know survives in the detail (§6.5)
+    if (f.kind == runtime::FailureKind::kInvalidReference) {
+      if (reason > static_cast<uint8_t>(runtime::InvalidReason::kWrongMailboxOwner)) {
+        prefix = absl::StrCat("[reason ", reason, "] ");
+        reason = 0;
+      }
+      f.invalid = static_cast<runtime::InvalidReason>(reason);
+    } else if (f.kind == runtime::FailureKind::kTransport) {
+      if (reason > static_cast<uint8_t>(runtime::TransportReason::kLinkUnavailable)) {
+        prefix = absl::StrCat("[reason ", reason, "] ");
+        reason = 0;
+      }
+      f.transport = static_cast<runtime::TransportReason>(reason);
+    }
+    f.len = len;
+    f.max = max;
+    if (message_type != 0) f.message_type = wire::TypeRegistry::global().name_of(message_type);
+    f.detail = absl::StrCat(prefix, sv(detail));
+    if (target_ref != kNone) {
+      const ActorAddr* target = actor(target_ref);
+      if (target == nullptr) return stream_error("a failure target is not an ACTOR ref");
+      if (port_kind == kActorItself) {
+        f.target = target->to_string();
+      } else if (std::optional<Port> port = port_of(port_kind, port_value)) {
+        f.target = target->port(*port).to_string();
+      } else {
+        return stream_error(absl::StrCat("unknown failure target port kind ", port_kind));
+      }
+    } else if (std::string_view d = f.detail; d.substr(0, kTargetTag.size()) == kTargetTag) {
+      const size_t end = d.find("] ");
+      if (end != std::string_view::npos) {
+        f.target = std::string(d.substr(kTargetTag.size(), end - kTargetTag.size()));
+        f.detail = std::string(d.substr(end + 2));
+      }
+    }
+    env->add_failure(std::move(f));
+  }
+
+  if (r.left() != payload_len) {
+    return stream_error(absl::StrCat("payload of ", r.left(), " bytes, the header says ",
+                                     payload_len));
+  }
+  env->data() = wire::Any::from_bytes(type_hash, std::string(r.rest()));
+  return env;
+}
+
+}  // namespace postal::routing::internal::v2

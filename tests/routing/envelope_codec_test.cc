@@ -1,0 +1,244 @@
+// Wire v2's binary envelope and session dictionary (routing/src/envelope_codec.h; docs/wire.md
+// §6, §7, §14): round trips, refs instead of repeated addresses, LRU redefinition kept in step on
+// both ends, a failed envelope leaving the dictionary as it was, and stream errors for every
+// malformed body without allocating past the frame (R-FLOW-4).
+#include "envelope_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "postal/routing/frame.h"
+#include "postal/wire/any.h"
+#include "support/must.h"
+
+namespace {
+
+struct CodecMsg {
+  int64_t n = 0;
+  std::string pad;
+  template <class A>
+  void serialize(A& a) {
+    a(n, pad);
+  }
+};
+
+}  // namespace
+
+POSTAL_MESSAGE(CodecMsg, "test.routing.codec.Msg");
+
+namespace postal::routing::internal::v2 {
+namespace {
+
+using runtime::ActorAddr;
+using runtime::DeliveryFailure;
+using runtime::EnvelopePtr;
+using runtime::MessageEnvelope;
+using runtime::Port;
+using runtime::PortAddr;
+using test_support::must;
+
+ActorAddr actor(const std::string& text) { return must(ActorAddr::parse(text)); }
+
+EnvelopePtr envelope(int64_t n, const std::string& from = "alice.alpha@tcp://127.0.0.1:4000",
+                     size_t pad = 48) {
+  return MessageEnvelope::make(actor(from),
+                               actor("bob.beta@edge.ipc:///tmp/edge.sock").port(Port::ephemeral(3)),
+                               wire::Any::make(CodecMsg{n, std::string(pad, 'x')}));
+}
+
+std::string encode(EnvelopeEncoder& enc, uint64_t seq, MessageEnvelope& env) {
+  std::string out;
+  absl::Status s = enc.encode(seq, env, out);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+TEST(EnvelopeCodec, R_ENV_1_EveryFieldRoundTrips) {
+  EnvelopePtr env = envelope(7);
+  env->set_ttl(9);
+  env->set_return_undeliverable(false);
+  env->set_next_hop(actor("bob.beta@tcp://127.0.0.1:5000").port(Port::ephemeral(3)));
+  env->headers().set_value("trace-id", std::string("abc"));
+  env->headers().set_value("count", uint64_t{42});
+  env->headers().set_value("delta", int64_t{-5});
+  env->headers().set_value("ratio", 0.25);
+  env->headers().set_value("flag", true);
+  env->headers().set_value(std::string(100, 'h'), std::string("a long name travels inline"));
+  env->add_failure(DeliveryFailure::transport_failure(
+      actor("carol.gamma@tcp://127.0.0.1:6000").port(Port::handler(99)).to_string(),
+      runtime::TransportReason::kDialFailed, "connection refused (ECONNREFUSED)"));
+  env->add_failure(DeliveryFailure::invalid_reference(
+      "carol.gamma@tcp://127.0.0.1:6000", runtime::InvalidReason::kActorStopped, "stopped"));
+  env->add_failure(DeliveryFailure::expired("not an address"));
+  env->add_failure(DeliveryFailure::oversized_frame("bob.beta@tcp://127.0.0.1:5000", 10, 5));
+
+  EnvelopeEncoder enc;
+  EnvelopeDecoder dec;
+  const std::string body = encode(enc, 17, *env);
+  uint64_t seq = 0;
+  absl::StatusOr<EnvelopePtr> got = dec.decode(body, seq);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(seq, 17u);
+  EXPECT_EQ((*got)->sender(), env->sender());
+  EXPECT_EQ((*got)->dest(), env->dest());
+  EXPECT_EQ((*got)->next_hop(), env->next_hop());
+  EXPECT_EQ((*got)->ttl(), 9);
+  EXPECT_FALSE((*got)->return_undeliverable());
+  ASSERT_EQ((*got)->headers().size(), env->headers().size());
+  for (const auto& [name, value] : env->headers()) {
+    const wire::HeaderValue* v = (*got)->headers().find(name);
+    ASSERT_NE(v, nullptr) << name;
+    EXPECT_EQ(*v, value) << name;
+  }
+  ASSERT_EQ((*got)->delivery_failures().size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const DeliveryFailure& a = env->delivery_failures()[i];
+    const DeliveryFailure& b = (*got)->delivery_failures()[i];
+    EXPECT_EQ(b.kind, a.kind) << i;
+    EXPECT_EQ(b.invalid, a.invalid) << i;
+    EXPECT_EQ(b.transport, a.transport) << i;
+    EXPECT_EQ(b.target, a.target) << i;
+    EXPECT_EQ(b.detail, a.detail) << i;
+    EXPECT_EQ(b.len, a.len) << i;
+    EXPECT_EQ(b.max, a.max) << i;
+  }
+  absl::StatusOr<CodecMsg> msg = (*got)->data().take<CodecMsg>();
+  ASSERT_TRUE(msg.ok()) << msg.status();
+  EXPECT_EQ(msg->n, 7);
+  EXPECT_EQ(msg->pad, std::string(48, 'x'));
+}
+
+TEST(EnvelopeCodec, ALaterFrameRefersToAddressesItDefinedBefore) {
+  EnvelopeEncoder enc;
+  EnvelopeDecoder dec;
+  EnvelopePtr first = envelope(1, "alice.alpha@tcp://127.0.0.1:4000", 64);
+  EnvelopePtr second = envelope(2, "alice.alpha@tcp://127.0.0.1:4000", 64);
+  const std::string a = encode(enc, 0, *first);
+  const std::string b = encode(enc, 1, *second);
+  EXPECT_LT(b.size(), a.size()) << "the second frame carries no DEFINE";
+  std::string v1 = must(encode_data_frame(*second));
+  // The 64-byte payload's frame: v2 with refs only is well under v1's text addresses.
+  EXPECT_LT(b.size() + 5, v1.size()) << "v2 " << b.size() + 5 << " B, v1 " << v1.size() << " B";
+  uint64_t seq = 0;
+  ASSERT_TRUE(dec.decode(a, seq).ok());
+  absl::StatusOr<EnvelopePtr> got = dec.decode(b, seq);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)->sender(), second->sender());
+  EXPECT_EQ(dec.entries(), 2u);
+}
+
+TEST(EnvelopeCodec, AFullDictionaryRedefinesTheLeastRecentlyUsedIdInStepOnBothEnds) {
+  const DictLimits small{3, 1 << 20};
+  EnvelopeEncoder enc(small);
+  EnvelopeDecoder dec(small);
+  for (int i = 0; i < 50; ++i) {
+    const std::string from = absl::StrCat("a", i % 7, ".alpha@tcp://127.0.0.1:4000");
+    EnvelopePtr env = envelope(i, from);
+    const std::string body = encode(enc, static_cast<uint64_t>(i), *env);
+    uint64_t seq = 0;
+    absl::StatusOr<EnvelopePtr> got = dec.decode(body, seq);
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status();
+    EXPECT_EQ((*got)->sender().to_string(), from) << i;
+    EXPECT_EQ((*got)->dest(), env->dest()) << i;
+    EXPECT_LE(enc.entries(), 3u);
+    EXPECT_EQ(dec.entries(), enc.entries());
+  }
+}
+
+TEST(EnvelopeCodec, AnEnvelopeThatFailsLeavesTheDictionaryAsItWas) {
+  // Three ids at most: an envelope that needs four distinct addresses in one frame cannot be
+  // encoded (no id it does not use itself is free to redefine), after it took three refs.
+  const DictLimits small{3, 1 << 20};
+  EnvelopeEncoder enc(small);
+  EnvelopeDecoder dec(small);
+  uint64_t seq = 0;
+  ASSERT_TRUE(dec.decode(encode(enc, 0, *envelope(0)), seq).ok());
+  const size_t entries = enc.entries();
+  const uint64_t bytes = enc.bytes();
+  EnvelopePtr bad = envelope(1, "zed.zeta@tcp://127.0.0.1:9");
+  bad->add_failure(DeliveryFailure::expired("one.one@tcp://127.0.0.1:1"));
+  bad->add_failure(DeliveryFailure::expired("two.two@tcp://127.0.0.1:2"));
+  std::string out;
+  absl::Status s = enc.encode(1, *bad, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(enc.entries(), entries);
+  EXPECT_EQ(enc.bytes(), bytes);
+  // The two ends are still in step: the next frames decode.
+  for (int i = 2; i < 6; ++i) {
+    absl::StatusOr<EnvelopePtr> next =
+        dec.decode(encode(enc, 1, *envelope(i, absl::StrCat("n", i, ".alpha@tcp://127.0.0.1:4"))), seq);
+    ASSERT_TRUE(next.ok()) << next.status() << " (the ends fell out of step)";
+  }
+}
+
+TEST(EnvelopeCodec, AnAddressOverTheWireBoundFailsTheEnvelopeAlone) {
+  EnvelopeEncoder enc;
+  std::string via;
+  for (int i = 0; i < 450; ++i) absl::StrAppend(&via, "gateway", i, "x.");
+  EnvelopePtr env = MessageEnvelope::make(actor(absl::StrCat("a.p@", via, "tcp://127.0.0.1:1")),
+                                          envelope(0)->dest(), wire::Any::make(CodecMsg{}));
+  std::string out;
+  absl::Status s = enc.encode(0, *env, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(enc.entries(), 0u);
+}
+
+// Every malformed body is a stream error, found without allocating past the frame.
+TEST(EnvelopeCodec, R_FLOW_4_MalformedBodiesAreStreamErrors) {
+  EnvelopeEncoder enc;
+  const std::string good = encode(enc, 0, *envelope(0));
+  auto decode = [](std::string body) {
+    EnvelopeDecoder dec;
+    uint64_t seq = 0;
+    return dec.decode(body, seq).status();
+  };
+  ASSERT_TRUE(decode(good).ok());
+  auto patched = [&](size_t offset, const void* v, size_t n) {
+    std::string b = good;
+    std::memcpy(b.data() + offset, v, n);
+    return b;
+  };
+  const uint16_t huge16 = 0xFFFF;
+  const uint16_t unknown_flag = 1 << 9;
+  const uint32_t undefined_ref = 77;
+  const uint64_t wrong_len = 3;
+  const uint8_t bad_port_kind = 9;
+  struct Case {
+    const char* what;
+    std::string body;
+  };
+  for (const Case& c : {
+           Case{"empty", ""},
+           Case{"truncated fixed part", good.substr(0, 30)},
+           Case{"DEFINE count past the frame", patched(44, &huge16, 2)},
+           Case{"header count past the frame", patched(46, &huge16, 2)},
+           Case{"failure count past the frame", patched(48, &huge16, 2)},
+           Case{"unknown flags", patched(8, &unknown_flag, 2)},
+           Case{"undefined sender ref", patched(12, &undefined_ref, 4)},
+           Case{"payload length", patched(36, &wrong_len, 8)},
+           Case{"port kind", patched(11, &bad_port_kind, 1)},
+           Case{"trailing byte", good + "z"},
+           Case{"cut payload", good.substr(0, good.size() - 1)},
+       }) {
+    absl::Status s = decode(c.body);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.what << ": " << s;
+  }
+}
+
+TEST(EnvelopeCodec, R_FLOW_4_DefinesPastTheAnnouncedBoundsAreStreamErrors) {
+  EnvelopeEncoder roomy;
+  const std::string body = encode(roomy, 0, *envelope(0));  // defines 2 ACTOR entries
+  uint64_t seq = 0;
+  EnvelopeDecoder one_entry(DictLimits{1, 1 << 20});
+  EXPECT_EQ(one_entry.decode(body, seq).status().code(), absl::StatusCode::kInvalidArgument);
+  EnvelopeDecoder few_bytes(DictLimits{4096, 100});
+  EXPECT_EQ(few_bytes.decode(body, seq).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace postal::routing::internal::v2
