@@ -1,0 +1,178 @@
+// Wire v2's frames (routing/src/frames_v2.h; docs/wire.md §3, §4, §8–§11, §16): every kind
+// round-trips through the splitter in any chunking, and every malformed body or prefix is a
+// stream error found before anything past the frame is buffered (R-FLOW-4).
+#include "frames_v2.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+namespace postal::routing::internal::v2 {
+namespace {
+
+// Feeds `bytes` one byte at a time and returns every frame (kind and a copy of the body).
+std::vector<std::pair<Kind, std::string>> split_bytewise(const std::string& bytes) {
+  FrameSplitter splitter(1 << 20);
+  std::vector<std::pair<Kind, std::string>> frames;
+  for (char c : bytes) {
+    splitter.feed(std::string_view(&c, 1));
+    for (;;) {
+      absl::StatusOr<std::optional<RawFrame>> f = splitter.next();
+      EXPECT_TRUE(f.ok()) << f.status();
+      if (!f.ok() || !f->has_value()) break;
+      frames.emplace_back((*f)->kind, std::string((*f)->body));
+    }
+  }
+  EXPECT_EQ(splitter.buffered(), 0u);
+  return frames;
+}
+
+TEST(FramesV2, R_CHAN_1_EveryKindRoundTripsInAnyChunking) {
+  Hello hello;
+  hello.resuming = true;
+  hello.features = kFeatureHeartbeat;
+  hello.client_session = 0x1122334455667788;
+  hello.first_unacked_seq = 41;
+  hello.ack_interval_ms = 7500;
+  hello.client_nonce[31] = 9;
+  Welcome welcome;
+  welcome.next_expected = 42;
+  welcome.transfers = {{40, 1 << 20}, {41, 5}};
+  Reject structured{kVersion, uint16_t{2}, "session unknown: this server restarted"};
+  Reject frozen{kVersion, std::nullopt, "wire version mismatch: client speaks 1, server 2"};
+  Ack ack{43, {{40, 2 << 20}}};
+  const std::string chunk_bytes(3000, 'c');
+  Chunk chunk{40, 1 << 20, chunk_bytes};
+  TransferEnd abort{40, 3, "the upstream aborted"};
+  TransferEnd cancel{41, 7, "reassembly budget exhausted"};
+  Goodbye goodbye{1, 44, {{41, 9}}, "the server is stopping"};
+  Ping ping{77};
+
+  std::string bytes;
+  append(bytes, hello);
+  append(bytes, welcome);
+  append(bytes, structured);
+  append(bytes, frozen);
+  append(bytes, ack);
+  append(bytes, chunk);
+  append_abort(bytes, abort);
+  append_cancel(bytes, cancel);
+  append(bytes, goodbye);
+  append_ping(bytes, ping);
+  append_pong(bytes, ping);
+  auto frames = split_bytewise(bytes);
+  ASSERT_EQ(frames.size(), 11u);
+
+  EXPECT_EQ(frames[0].first, Kind::kHello);
+  EXPECT_EQ(frames[0].second.size(), 72u);
+  EXPECT_EQ(*decode_hello(frames[0].second), hello);
+  EXPECT_EQ(frames[1].first, Kind::kWelcome);
+  EXPECT_EQ(*decode_welcome(frames[1].second), welcome);
+  EXPECT_EQ(*decode_reject(frames[2].second), structured);
+  // A frozen REJECT of version 2 reads back as structured: the layout follows the version.
+  absl::StatusOr<Reject> frozen_back = decode_reject(frames[3].second);
+  ASSERT_TRUE(frozen_back.ok());
+  EXPECT_EQ(frozen_back->version, kVersion);
+  EXPECT_EQ(*decode_ack(frames[4].second), ack);
+  absl::StatusOr<Chunk> c = decode_chunk(frames[5].second);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->seq, 40u);
+  EXPECT_EQ(c->offset, 1u << 20);
+  EXPECT_EQ(c->bytes, chunk_bytes);
+  EXPECT_EQ(frames[6].first, Kind::kAbort);
+  EXPECT_EQ(*decode_transfer_end(frames[6].second), abort);
+  EXPECT_EQ(frames[7].first, Kind::kCancel);
+  EXPECT_EQ(*decode_transfer_end(frames[7].second), cancel);
+  EXPECT_EQ(*decode_goodbye(frames[8].second), goodbye);
+  EXPECT_EQ(frames[9].first, Kind::kPing);
+  EXPECT_EQ(*decode_ping(frames[9].second), ping);
+  EXPECT_EQ(frames[10].first, Kind::kPong);
+}
+
+// §15: a HELLO of version 1 is recognized by its first field, so the server can answer with the
+// frozen REJECT naming both versions; and a version-1 REJECT reads in the frozen layout.
+TEST(FramesV2, R_CHAN_1_AnotherVersionIsRecognizedByItsFirstField) {
+  std::string v1_hello_body;
+  const uint16_t v1 = 1;
+  v1_hello_body.append(reinterpret_cast<const char*>(&v1), 2);
+  v1_hello_body.append(16, '\x05');  // v1's session and first unacked seq
+  absl::StatusOr<Hello> h = decode_hello(v1_hello_body);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->version, 1);
+  std::string frame;
+  append(frame, Reject{1, std::nullopt, "wire version mismatch: client speaks 2, server 1"});
+  absl::StatusOr<Reject> r = decode_reject(std::string_view(frame).substr(5));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->version, 1);
+  EXPECT_FALSE(r->code.has_value());
+  EXPECT_EQ(r->text, "wire version mismatch: client speaks 2, server 1");
+}
+
+TEST(FramesV2, R_FLOW_4_MalformedBodiesAreStreamErrors) {
+  std::string hello;
+  Hello good;
+  good.client_session = 5;
+  append(hello, good);
+  std::string body = hello.substr(5);
+  auto patched = [&](size_t at, uint8_t v) {
+    std::string b = body;
+    b[at] = static_cast<char>(v);
+    return b;
+  };
+  EXPECT_TRUE(decode_hello(body).ok());
+  EXPECT_FALSE(decode_hello(body.substr(0, 71)).ok()) << "truncated";
+  EXPECT_FALSE(decode_hello(body + "x").ok()) << "trailing byte";
+  EXPECT_FALSE(decode_hello(patched(2, 2)).ok()) << "a reserved flag";
+  EXPECT_FALSE(decode_hello(patched(33, 1)).ok()) << "a reserved byte";
+  EXPECT_FALSE(decode_hello(patched(16, 1)).ok()) << "not resuming with a first unacked seq";
+  std::string zero_session = body;
+  std::memset(zero_session.data() + 8, 0, 8);
+  EXPECT_FALSE(decode_hello(zero_session).ok()) << "session 0";
+
+  std::string welcome;
+  append(welcome, Welcome{});
+  std::string wbody = welcome.substr(5);
+  EXPECT_TRUE(decode_welcome(wbody).ok());
+  std::string many = wbody;
+  const uint16_t huge = 60;  // ≤ max_transfers would need 60 × 16 bytes that are not there
+  std::memcpy(many.data() + 42, &huge, 2);
+  EXPECT_FALSE(decode_welcome(many).ok()) << "a count past the bytes left";
+  std::string tiny_dict = wbody;
+  const uint32_t small = 10;
+  std::memcpy(tiny_dict.data() + 28, &small, 4);
+  EXPECT_FALSE(decode_welcome(tiny_dict).ok()) << "a limit out of range";
+
+  EXPECT_FALSE(decode_ack(std::string(11, '\0')).ok());
+  EXPECT_FALSE(decode_chunk(std::string(16, '\0')).ok()) << "a chunk without bytes";
+  EXPECT_FALSE(decode_ping(std::string(9, '\0')).ok());
+  std::string long_text(10 + 2000, 'x');
+  std::memset(long_text.data(), 0, 10);
+  EXPECT_FALSE(decode_transfer_end(long_text).ok()) << "a text over 1024 bytes";
+}
+
+TEST(FramesV2, R_FLOW_4_ASplitterRefusesFromThePrefixAlone) {
+  {
+    FrameSplitter s;  // the handshake limit: 4096
+    const uint32_t length = 5000;
+    s.feed(std::string_view(reinterpret_cast<const char*>(&length), 4));
+    absl::StatusOr<std::optional<RawFrame>> f = s.next();
+    EXPECT_FALSE(f.ok()) << "refused before a byte of the body arrived";
+    EXPECT_EQ(s.buffered(), 4u);
+    s.feed("more");
+    EXPECT_FALSE(s.next().ok()) << "the error is sticky";
+  }
+  for (const uint8_t kind : {uint8_t{0}, uint8_t{15}, uint8_t{255}}) {
+    FrameSplitter s;
+    std::string frame("\x01\x00\x00\x00", 4);
+    frame.push_back(static_cast<char>(kind));
+    s.feed(frame);
+    EXPECT_FALSE(s.next().ok()) << "kind " << int(kind);
+  }
+  FrameSplitter s;
+  s.feed(std::string("\x00\x00\x00\x00", 4));
+  EXPECT_FALSE(s.next().ok()) << "length 0";
+}
+
+}  // namespace
+}  // namespace postal::routing::internal::v2
