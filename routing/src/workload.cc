@@ -70,6 +70,7 @@ class Driver : public actors::Actor, public actors::Handles<DriveRequest, Payloa
     request_.window = std::max<uint64_t>(request_.window, 2 * kAckEvery);  // acks must flow
     active_ = true;
     result_ = DriveResult{};
+    result_.window = request_.window;
     body_.assign(request_.size, 'p');
     targets_.clear();
     for (const auto& t : request_.targets) targets_.push_back(Target{runtime::PortRef<Payload>(t)});

@@ -137,6 +137,7 @@ absl::StatusOr<ScenarioResult> run_topology(const std::string& file, const Bench
   Scenario s;
   s.size = static_cast<uint64_t>(w.size);
   s.messages = options.messages > 0 ? options.messages : static_cast<uint64_t>(w.messages);
+  s.window = options.window;
   s.pattern = w.pattern == routing::WorkloadPattern::kPingPong ? bench::Pattern::kPingPong
               : w.pattern == routing::WorkloadPattern::kFanOut ? bench::Pattern::kFanOut
               : w.pattern == routing::WorkloadPattern::kFanIn  ? bench::Pattern::kFanIn
@@ -177,6 +178,7 @@ absl::StatusOr<std::vector<Scenario>> select_scenarios(const BenchOptions& optio
     scenarios = *std::move(suite);
     mode = absl::StrCat("suite ", name);
   }
+  for (Scenario& s : scenarios) s.window = options.window;
   if (options.messages > 0) {
     for (Scenario& s : scenarios) s.messages = options.messages;
   }
@@ -230,6 +232,10 @@ void add_bench_subcommand(CLI::App& app, BenchOptions& o) {
   b->add_option("--workers", o.workers,
                 "worker threads per proc and CAF scheduler threads (default 1)");
   b->add_flag("--verbose", o.verbose, "print how each topology comes up");
+  b->add_option("--window", o.window,
+                "stream drivers' unacknowledged payloads per target (default 4096); the report's "
+                "window cap says whether it limited a run")
+      ->check(CLI::Range(uint64_t{2 * routing::kAckEvery}, uint64_t{1} << 24));
 }
 
 int bench_command(const std::string& self_binary, const BenchOptions& options) {

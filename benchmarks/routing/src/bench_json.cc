@@ -52,6 +52,9 @@ std::string to_json(const Report& report) {
         {"cpu_s_per_million", r.cpu_s_per_million},
         {"failures", r.failures},
         {"out_of_order", r.out_of_order},
+        {"base_rtt_us", r.base_rtt_us},
+        {"window_cap_msgs_per_s", r.window_cap_msgs_per_s},
+        {"window_bound", r.window_bound},
         {"error", r.error},
     });
   }

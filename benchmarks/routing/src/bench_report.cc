@@ -98,10 +98,11 @@ std::string micros(double us) {
 
 void print_progress_line(size_t index, size_t total, const ScenarioResult& r) {
   std::printf(
-      "[%3zu/%zu] %-30s %10s msgs/s %9s MB/s  p50 %-9s  cpu %6.2f s/M msgs  failures %llu%s%s\n",
+      "[%3zu/%zu] %-30s %10s msgs/s %9s MB/s  p50 %-9s  cpu %6.2f s/M msgs  failures %llu%s%s%s\n",
       index, total, r.name.c_str(), si(r.msgs_per_s).c_str(),
       absl::StrFormat("%.2f", r.mb_per_s).c_str(), micros(r.p50_us).c_str(), r.cpu_s_per_million,
       static_cast<unsigned long long>(r.failures),
+      r.window_bound ? "  WINDOW-BOUND (raise the window)" : "",
       r.error.empty() ? "" : "  error: ", r.error.c_str());
   std::fflush(stdout);
 }
@@ -114,16 +115,24 @@ void print_report(const Report& report) {
       report.mode.c_str(), m.commit.empty() ? "unknown" : m.commit.c_str(), m.nproc,
       m.cpu_model.c_str(), m.load_before[0], m.load_before[1], m.load_before[2], m.load_after[0],
       m.load_after[1], m.load_after[2]);
-  std::printf("%-30s %9s %10s %9s  %-7s %9s %9s %9s %9s %10s %8s\n", "scenario", "messages",
-              "msgs/s", "MB/s", "latency", "p50", "p99", "p99.9", "max", "cpu s/M", "failures");
+  std::printf("%-30s %9s %10s %9s  %-7s %9s %9s %9s %9s %10s %8s %11s\n", "scenario",
+              "messages", "msgs/s", "MB/s", "latency", "p50", "p99", "p99.9", "max", "cpu s/M",
+              "failures", "window cap");
   for (const auto& r : report.scenarios) {
-    std::printf("%-30s %9llu %10s %9.2f  %-7s %9s %9s %9s %9s %10.2f %8llu%s%s\n", r.name.c_str(),
-                static_cast<unsigned long long>(r.messages), si(r.msgs_per_s).c_str(), r.mb_per_s,
-                r.latency_kind.c_str(), micros(r.p50_us).c_str(), micros(r.p99_us).c_str(),
-                micros(r.p999_us).c_str(), micros(r.max_us).c_str(), r.cpu_s_per_million,
-                static_cast<unsigned long long>(r.failures), r.error.empty() ? "" : "  ",
-                r.error.c_str());
+    const std::string cap = r.window_cap_msgs_per_s > 0
+                                ? si(r.window_cap_msgs_per_s) + (r.window_bound ? "!" : "")
+                                : "-";
+    std::printf("%-30s %9llu %10s %9.2f  %-7s %9s %9s %9s %9s %10.2f %8llu %11s%s%s\n",
+                r.name.c_str(), static_cast<unsigned long long>(r.messages),
+                si(r.msgs_per_s).c_str(), r.mb_per_s, r.latency_kind.c_str(),
+                micros(r.p50_us).c_str(), micros(r.p99_us).c_str(), micros(r.p999_us).c_str(),
+                micros(r.max_us).c_str(), r.cpu_s_per_million,
+                static_cast<unsigned long long>(r.failures), cap.c_str(),
+                r.error.empty() ? "" : "  ", r.error.c_str());
   }
+  std::printf("\nwindow cap: what the stream drivers' windows allow at the path's unloaded round "
+              "trip (Σ targets × window ÷ ping-pong p50 just before); \"!\" marks a scenario "
+              "over half of it\n");
   if (report.peers_skipped) std::printf("\npeers: skipped (--no-peers)\n");
   for (const auto& note : report.peers.notes) std::printf("\nnote: %s", note.c_str());
   if (!report.peers.notes.empty()) std::printf("\n");

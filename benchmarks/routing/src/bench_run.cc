@@ -66,7 +66,8 @@ std::vector<absl::StatusOr<routing::DriveResult>> run_drives(Rig& rig,
                                                              const std::vector<Drive>& drives,
                                                              const std::string& pattern,
                                                              uint64_t messages, uint64_t size,
-                                                             absl::Duration timeout) {
+                                                             absl::Duration timeout,
+                                                             uint64_t window = routing::kDefaultWindow) {
   std::vector<runtime::OnceReceiver<routing::DriveResult>> receivers;
   for (const Drive& d : drives) {
     auto [reply_to, receiver] = runtime::open_once_port<routing::DriveResult>(rig.client());
@@ -75,6 +76,7 @@ std::vector<absl::StatusOr<routing::DriveResult>> run_drives(Rig& rig,
     for (const auto& t : d.targets) request.targets.push_back(routing::payload_port(t));
     request.messages = messages;
     request.size = size;
+    request.window = window;
     request.reply_to = std::move(reply_to);
     // As runtime::request does: a request that comes back undeliverable fails its receiver at
     // once instead of waiting out the deadline.
@@ -114,15 +116,27 @@ ScenarioResult run_scenario(Rig& rig, const Scenario& scenario, absl::Duration t
   r.expected = per_drive * width;
   const std::vector<pid_t> pids = rig.pids();
 
+  double base_rtt_ns = 0;
+  if (scenario.pattern != Pattern::kPingPong) {
+    routing::LatencyHistogram rtt;
+    for (auto& pp : run_drives(rig, drives_of(rig, Pattern::kPingPong), "ping-pong", 100, scenario.size,
+                               absl::Seconds(30))) {
+      if (pp.ok()) rtt.merge(pp->latency);
+    }
+    base_rtt_ns = static_cast<double>(rtt.percentile(0.5));
+  }
+
   const double cpu_before = cpu_seconds(pids);
   auto results =
       run_drives(rig, drives, scenario.pattern == Pattern::kPingPong ? "ping-pong" : "stream",
-                 per_drive, scenario.size, timeout);
+                 per_drive, scenario.size, timeout, scenario.window);
   r.cpu_seconds = cpu_seconds(pids) - cpu_before;
 
   routing::LatencyHistogram latency;
+  double window_sum = 0;  // Σ over drives of targets × window
   int64_t start = INT64_MAX, end = INT64_MIN;
-  for (auto& result : results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto& result = results[i];
     if (!result.ok()) {
       ++r.failures;
       if (r.error.empty()) r.error = absl::StrCat("drive: ", result.status().message());
@@ -134,6 +148,7 @@ ScenarioResult run_scenario(Rig& rig, const Scenario& scenario, absl::Duration t
     r.out_of_order += result->out_of_order;
     if (r.error.empty() && !result->error.empty()) r.error = result->error;
     latency.merge(result->latency);
+    window_sum += static_cast<double>(result->window * drives[i].targets.size());
     start = std::min(start, result->start_ns);
     end = std::max(end, result->end_ns);
   }
@@ -151,6 +166,11 @@ ScenarioResult run_scenario(Rig& rig, const Scenario& scenario, absl::Duration t
   r.p999_us = us(0.999);
   r.max_us = static_cast<double>(latency.max()) / 1e3;
   if (r.messages > 0) r.cpu_s_per_million = r.cpu_seconds / static_cast<double>(r.messages) * 1e6;
+  if (base_rtt_ns > 0) {
+    r.base_rtt_us = base_rtt_ns / 1e3;
+    r.window_cap_msgs_per_s = window_sum / (base_rtt_ns / 1e9);
+    r.window_bound = r.msgs_per_s > 0.5 * r.window_cap_msgs_per_s;
+  }
   return r;
 }
 

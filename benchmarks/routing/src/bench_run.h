@@ -35,6 +35,15 @@ struct ScenarioResult {
   double cpu_s_per_million = 0;
   uint64_t failures = 0;  // payloads that came back undeliverable, plus drives that failed
   uint64_t out_of_order = 0;
+  // Streams: the round trip of the path without the stream's own queue (the median of 100
+  // ping-pongs on the same rig just before the run) and what the drivers' windows allow at it
+  // (Σ targets × window ÷ that round trip). Under saturation a window always fills and the
+  // stream's own ack round trip is its queueing (Little's law), so only the unloaded round trip
+  // says whether the window could be the limit. `window_bound`: the throughput is over half the
+  // cap (raise --window).
+  double base_rtt_us = 0;
+  double window_cap_msgs_per_s = 0;
+  bool window_bound = false;
   std::string error;  // empty when everything was delivered
 };
 

@@ -22,6 +22,8 @@
 // evenly over the kFanWidth targets or drivers of a fan).
 #pragma once
 
+#include "postal/routing/workload.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,6 +45,7 @@ struct Scenario {
   uint64_t size = 64;
   Pattern pattern = Pattern::kStream;
   uint64_t messages = 0;
+  uint64_t window = routing::kDefaultWindow;  // stream drivers: unacknowledged per target
 
   std::string name() const;
 };

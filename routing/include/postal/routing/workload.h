@@ -57,12 +57,17 @@ struct DriveResult {
   uint64_t failures = 0;    // payloads that came back undeliverable
   uint64_t out_of_order = 0;
   LatencyHistogram latency;
+  uint64_t window = 0;  // stream: the window it ran with (the bench reports window ÷ round trip)
   double seconds() const { return static_cast<double>(end_ns - start_ns) / 1e9; }
   template <class A>
   void serialize(A& a) {
-    a(error, messages, bytes, start_ns, end_ns, failures, out_of_order, latency);
+    a(error, messages, bytes, start_ns, end_ns, failures, out_of_order, latency, window);
   }
 };
+
+// A stream's default window: 4 096 payloads ÷ a 1 ms ack round trip = 4 M payloads/s per target,
+// above what one host's channels carry; `postal bench --window` changes it and reports the cap.
+inline constexpr uint64_t kDefaultWindow = 4096;
 
 struct DriveRequest {
   using Reply = DriveResult;
@@ -70,7 +75,7 @@ struct DriveRequest {
   std::vector<runtime::PortAddr> targets;  // Payload ports of echoes
   uint64_t messages = 0;                  // ping-pong: round trips; stream: per target
   uint64_t size = 64;                     // body bytes
-  uint64_t window = 1024;                 // stream: unacknowledged payloads per target
+  uint64_t window = kDefaultWindow;       // stream: unacknowledged payloads per target
   runtime::OncePortRef<DriveResult> reply_to;
   template <class A>
   void serialize(A& a) {

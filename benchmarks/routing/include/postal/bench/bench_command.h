@@ -25,6 +25,7 @@ struct BenchOptions {
       peers_dir;    // where the peer programs are; default: next to postal, then the build tree
   int workers = 1;  // worker threads per proc (and CAF scheduler threads)
   bool verbose = false;  // print the host's bring-up lines
+  uint64_t window = 4096;  // stream drivers' window (routing::kDefaultWindow)
 };
 
 // Adds the `bench` subcommand, whose flags fill `options`, to `app`.
