@@ -58,6 +58,10 @@ struct ChannelOptions {
   // max_frame_bytes frame). Past it the connection holding the largest partial frame (the newest
   // among equals) is closed; its client reconnects and retransmits (R-CHAN-2).
   size_t max_partial_frame_bytes = 64 << 20;
+
+  // R-ROUTE-3: a DialRouter closes and frees a client with nothing unacked and no post for this
+  // long; the next post to its address dials again.
+  absl::Duration idle_client_timeout = absl::Seconds(60);
 };
 
 // IoThread: one boost::asio::io_context and the one thread that runs it.
