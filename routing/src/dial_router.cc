@@ -1,14 +1,87 @@
 #include "postal/routing/dial_router.h"
 
+#include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "postal/runtime/logger.h"
+#include "transports.h"
 
 namespace postal::routing {
 
-DialRouter::DialRouter(IoThread& io, runtime::ReturnHandle& returns, ChannelOptions options)
-    : io_(io), returns_(returns), options_(options) {}
+struct DialRouter::Sweeper {
+  explicit Sweeper(boost::asio::io_context& context) : timer(context) {}
+  boost::asio::steady_timer timer;
+  bool stopped = false;  // I/O thread only: the router is gone
+};
 
-DialRouter::~DialRouter() = default;
+DialRouter::DialRouter(IoThread& io, runtime::ReturnHandle& returns, ChannelOptions options)
+    : io_(io),
+      returns_(returns),
+      options_(options),
+      sweeper_(std::make_shared<Sweeper>(io.context())) {
+  boost::asio::post(io_.context(), [this, sweeper = sweeper_] {
+    if (!sweeper->stopped) arm_sweep();
+  });
+}
+
+DialRouter::~DialRouter() {
+  internal::run_in_io_thread(io_, [this] {
+    sweeper_->stopped = true;
+    sweeper_->timer.cancel();
+  });
+  {
+    absl::flat_hash_map<runtime::ChannelAddr, Cached> clients;
+    absl::MutexLock lock(&mu_);
+    clients.swap(clients_);
+  }
+  // The clients' deletions are queued on the I/O thread (see client_for): wait for them, since
+  // the IoThread may be destroyed right after this router.
+  internal::run_in_io_thread(io_, [] {});
+}
+
+void DialRouter::arm_sweep() {
+  const auto period = std::clamp<std::chrono::nanoseconds>(
+      absl::ToChronoNanoseconds(options_.idle_client_timeout / 4), std::chrono::milliseconds(10),
+      std::chrono::seconds(10));
+  sweeper_->timer.expires_after(period);
+  sweeper_->timer.async_wait([this, sweeper = sweeper_](const boost::system::error_code& ec) {
+    if (ec || sweeper->stopped) return;  // `this` may be gone once stopped
+    sweep();
+    arm_sweep();
+  });
+}
+
+void DialRouter::sweep() {
+  std::vector<std::shared_ptr<ChannelClient>> evicted;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time idle_since = absl::Now() - options_.idle_client_timeout;
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      const std::shared_ptr<ChannelClient>& client = it->second.client;
+      // use_count() == 1: no post holds it (posts take their reference under mu_, held here).
+      const bool idle =
+          it->second.last_post <= idle_since && client.use_count() == 1 && client->unacked() == 0;
+      if (idle || client->closed() || client->rejected()) {
+        if (runtime::Logger::routing().enabled(runtime::LogLevel::kDebug)) {
+          runtime::Logger::routing().debug(absl::StrCat("dial router: evicting the ",
+                                                        idle ? "idle" : "closed", " client of ",
+                                                        it->first.to_string()));
+        }
+        evicted.push_back(std::move(it->second.client));
+        clients_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+}  // evicted clients close here (on this, the I/O thread), outside the lock
 
 void DialRouter::add(const RoutePrefix& prefix, runtime::ChannelAddr addr) {
   absl::MutexLock lock(&mu_);
@@ -30,12 +103,15 @@ size_t DialRouter::dials() const {
   return dials_;
 }
 
-absl::StatusOr<ChannelClient*> DialRouter::client_for(const runtime::ChannelAddr& addr) {
-  mu_.AssertHeld();
+absl::StatusOr<std::shared_ptr<ChannelClient>> DialRouter::client_for(
+    const runtime::ChannelAddr& addr, std::shared_ptr<ChannelClient>& evicted) {
   auto it = clients_.find(addr);
   if (it != clients_.end()) {
-    if (!it->second->closed() && !it->second->rejected()) return it->second.get();
-    evicted_.push_back(std::move(it->second));  // R-ROUTE-3: evict and redial
+    if (!it->second.client->closed() && !it->second.client->rejected()) {
+      it->second.last_post = absl::Now();
+      return it->second.client;
+    }
+    evicted = std::move(it->second.client);  // R-ROUTE-3: evict and redial
     clients_.erase(it);
   }
   absl::StatusOr<std::unique_ptr<ChannelClient>> dialed =
@@ -45,20 +121,29 @@ absl::StatusOr<ChannelClient*> DialRouter::client_for(const runtime::ChannelAddr
   if (runtime::Logger::routing().enabled(runtime::LogLevel::kDebug)) {
     runtime::Logger::routing().debug(absl::StrCat("dial router: dialing ", addr.to_string()));
   }
-  ChannelClient* client = dialed->get();
-  clients_.emplace(addr, *std::move(dialed));
+  // The last reference may go on any thread, perhaps one holding a lock the I/O thread needs;
+  // a client's destructor waits for the I/O thread, so it runs there.
+  std::shared_ptr<ChannelClient> client(dialed->release(), [&io = io_](ChannelClient* c) {
+    if (io.in_io_thread()) {
+      delete c;
+    } else {
+      boost::asio::post(io.context(), [c] { delete c; });
+    }
+  });
+  clients_.emplace(addr, Cached{client, absl::Now()});
   return client;
 }
 
 void DialRouter::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) {
-  absl::StatusOr<ChannelClient*> client;
+  absl::StatusOr<std::shared_ptr<ChannelClient>> client;
+  std::shared_ptr<ChannelClient> evicted;  // destroyed after the lock is released
   runtime::ChannelAddr addr;
   {
     absl::MutexLock lock(&mu_);
     const runtime::PortAddr& hop = env->next_hop();
     const runtime::ChannelAddr* booked = book_.lookup(hop.id);
     addr = booked != nullptr ? *booked : hop.location.channel();
-    client = client_for(addr);
+    client = client_for(addr, evicted);
   }
   if (!client.ok()) {
     std::string target = env->next_hop().to_string();
@@ -71,6 +156,6 @@ void DialRouter::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle&
     return;
   }
   (*client)->post(std::move(env), ret);
-}
+}  // our reference goes here: an evicted client is freed (on the I/O thread) after its last post
 
 }  // namespace postal::routing

@@ -169,6 +169,9 @@ absl::StatusOr<runtime::EnvelopePtr> decode_envelope(std::string_view bytes) {
 
 FrameDecoder::FrameDecoder(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
 
+// R-FLOW-4: the buffer grows with the bytes fed (std::string's geometric growth), never to a
+// frame's announced length, so an announced-but-unsent frame costs nothing.
+
 void FrameDecoder::feed(std::string_view bytes) {
   if (!error_.ok() || bytes.empty()) return;
   if (start_ > 0 && start_ * 2 >= buffer_.size()) {  // compact: keep the buffer from growing
@@ -210,7 +213,12 @@ absl::StatusOr<std::optional<Frame>> FrameDecoder::next() {
   }
   start_ += kLengthPrefixBytes + length;
   if (start_ == buffer_.size()) {
-    buffer_.clear();
+    // R-FLOW-4: a large frame's buffer is not kept once the frame is out; small ones are reused.
+    if (buffer_.capacity() > kKeptCapacity) {
+      std::string().swap(buffer_);
+    } else {
+      buffer_.clear();
+    }
     start_ = 0;
   }
   return std::optional<Frame>(*std::move(frame));

@@ -30,6 +30,9 @@ using runtime::TransportReason;
 
 namespace {
 
+// R-FLOW-4: the receive buffer starts small (a client mostly reads ACKs) and doubles when a
+// read fills it, up to kReadChunk.
+constexpr size_t kFirstReadChunk = 4 << 10;
 constexpr size_t kReadChunk = 64 << 10;
 constexpr size_t kMaxWriteBuffers = 1024;
 
@@ -63,7 +66,7 @@ StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<E
       deadline_timer_(io.context()),
       dial_timer_(io.context()),
       decoder_(options.max_frame_bytes),
-      read_buf_(kReadChunk),
+      read_buf_(kFirstReadChunk),
       backoff_(options.reconnect_initial) {}
 
 absl::Status StreamClientCore::connect_first() {
@@ -285,6 +288,9 @@ void StreamClientCore::on_read(uint64_t gen, const boost::system::error_code& ec
         gen, ec == boost::asio::error::eof ? "the server closed the connection" : os_error(ec));
   }
   decoder_.feed(std::string_view(read_buf_.data(), n));
+  if (n == read_buf_.size() && read_buf_.size() < kReadChunk) {
+    read_buf_.resize(read_buf_.size() * 2);
+  }
   for (;;) {
     absl::StatusOr<std::optional<Frame>> frame = decoder_.next();
     if (!frame.ok()) {

@@ -4,9 +4,15 @@
 // Everything here runs on the I/O thread, except `serve` (which binds and listens on the
 // caller's thread before the I/O thread sees the acceptor) and the owner's destructor and
 // drop_connections (which run their work on the I/O thread and wait for it).
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -32,7 +38,15 @@ namespace {
 using runtime::ChannelAddr;
 using runtime::EnvelopePtr;
 
+// R-FLOW-4: a connection's receive buffer starts small and doubles when a read fills it.
+constexpr size_t kFirstReadChunk = 4 << 10;
 constexpr size_t kReadChunk = 64 << 10;
+// How often a listener looks for connections past their handshake or partial-frame timeout, at
+// most (a quarter of the shorter timeout, at least 10 ms).
+constexpr auto kMaxSweepPeriod = std::chrono::seconds(1);
+constexpr auto kMinSweepPeriod = std::chrono::milliseconds(10);
+// After an accept error other than running out of fds, the listener tries again this late.
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 // After a REJECT the server half-closes and waits this long for the client to hang up, so the
 // REJECT is read before the connection is reset.
 constexpr auto kRejectLinger = std::chrono::seconds(5);
@@ -43,6 +57,17 @@ class Connection;
 bool hung_up(const boost::system::error_code& ec) {
   return ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset ||
          ec == boost::asio::error::broken_pipe;
+}
+
+// Out of file descriptors, process-wide or system-wide.
+bool out_of_fds(const boost::system::error_code& ec) {
+  return ec == boost::asio::error::no_descriptors ||
+         (ec.category() == boost::system::system_category() && ec.value() == ENFILE);
+}
+
+std::chrono::steady_clock::duration to_chrono(absl::Duration d) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      absl::ToChronoNanoseconds(d));
 }
 
 struct Session {
@@ -60,12 +85,23 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
         deliver_to_(deliver_to),
         ret_(ret),
         options_(options),
-        acceptor_(io.context()) {}
+        partial_cap_(std::max<size_t>(options.max_partial_frame_bytes,
+                                      options.max_frame_bytes + kLengthPrefixBytes)),
+        acceptor_(io.context()),
+        sweep_timer_(io.context()),
+        retry_timer_(io.context()) {}
+  ~ServerCore() {
+    if (reserve_fd_ >= 0) ::close(reserve_fd_);
+  }
 
   absl::Status listen(const Endpoint& endpoint);
   void start() {
-    boost::asio::post(io_.context(), [self = shared_from_this()] { self->accept(); });
+    boost::asio::post(io_.context(), [self = shared_from_this()] {
+      self->accept();
+      self->arm_sweep();
+    });
   }
+  ChannelServer::Stats stats() const;
   void stop();
   void drop_connections();
 
@@ -84,18 +120,47 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   friend class Connection;
 
   void accept();
+  void on_accepted(Socket socket);
+  // EMFILE/ENFILE: close what is pending through the reserved fd, then wait for a connection.
+  void on_out_of_fds(const boost::system::error_code& ec);
+  void arm_sweep();
+  // Closes connections past their handshake or partial-frame timeout.
+  void sweep();
+  // R-FLOW-4: closes connections (largest partial frame first) until the bound holds.
+  void enforce_partial_cap();
+  void publish_partial();
+  // A rate-limited line for closes and refusals that input can repeat.
+  void log_bounded(std::string_view what);
 
   IoThread& io_;
   ChannelAddr local_;
   std::string text_;
-  runtime::LogRateLimit accept_errors_{absl::Seconds(1)};  // an fd shortage repeats every 100 ms
+  runtime::LogRateLimit accept_errors_{absl::Seconds(1)};  // an fd shortage repeats per connection
   runtime::MailboxSender& deliver_to_;
   runtime::ReturnHandle& ret_;
   const ChannelOptions options_;
+  const size_t partial_cap_;  // max_partial_frame_bytes, at least one max-size frame
   Acceptor acceptor_;
-  std::string unlink_path_;  // ipc path to remove on stop
+  std::string unlink_path_;                          // ipc path to remove on stop
+  runtime::LogRateLimit bounded_{absl::Seconds(1)};  // closes and refusals by the bounds
+
+  // Written on the I/O thread, read by stats() on any thread.
+  std::atomic<size_t> connections_open_{0};
+  std::atomic<size_t> partial_published_{0};
+  std::atomic<size_t> partial_peak_{0};
+  std::atomic<uint64_t> refused_over_cap_{0};
+  std::atomic<uint64_t> closed_handshake_timeout_{0};
+  std::atomic<uint64_t> closed_partial_frame_timeout_{0};
+  std::atomic<uint64_t> closed_over_partial_bytes_{0};
+  std::atomic<uint64_t> out_of_fds_{0};
+  std::atomic<uint64_t> shed_out_of_fds_{0};
 
   // I/O thread only.
+  boost::asio::steady_timer sweep_timer_;
+  boost::asio::steady_timer retry_timer_;
+  // A descriptor held in reserve: closed to accept-and-close pending connections at EMFILE.
+  int reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  size_t partial_total_ = 0;  // the sum of the connections' partial_bytes_
   bool stopped_ = false;
   uint64_t connections_accepted_ = 0;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> sessions_;
@@ -109,24 +174,63 @@ class Connection : public std::enable_shared_from_this<Connection> {
         socket_(std::move(socket)),
         number_(number),
         decoder_(core_->options_.max_frame_bytes),
-        read_buf_(kReadChunk) {}
+        read_buf_(kFirstReadChunk),
+        accepted_at_(std::chrono::steady_clock::now()),
+        last_read_(accepted_at_) {}
 
   void start() { read(); }
+
+  uint64_t number() const { return number_; }
+  size_t partial_bytes() const { return partial_bytes_; }
+
+  // R-FLOW-4: closes the connection if it is past the handshake or partial-frame timeout.
+  void check_timeouts(std::chrono::steady_clock::time_point now) {
+    if (closed_ || state_ == State::kRejected) return;  // a REJECT lingers on its own timer
+    if (state_ == State::kAwaitHello &&
+        now - accepted_at_ >= to_chrono(core_->options_.handshake_timeout)) {
+      core_->closed_handshake_timeout_.fetch_add(1, std::memory_order_relaxed);
+      return close_bounded(absl::StrCat("no valid HELLO within handshake_timeout (",
+                                        absl::FormatDuration(core_->options_.handshake_timeout),
+                                        ")"));
+    }
+    if (decoder_.buffered() > 0 &&
+        now - last_read_ >= to_chrono(core_->options_.partial_frame_timeout)) {
+      core_->closed_partial_frame_timeout_.fetch_add(1, std::memory_order_relaxed);
+      return close_bounded(absl::StrCat("nothing received for partial_frame_timeout (",
+                                        absl::FormatDuration(core_->options_.partial_frame_timeout),
+                                        ") in the middle of a ", decoder_.buffered(),
+                                        "-byte partial frame"));
+    }
+  }
+
+  // Closes for a bound (R-FLOW-4): the line is rate-limited, since input can repeat it.
+  void close_bounded(std::string_view why) {
+    if (closed_) return;
+    core_->log_bounded(absl::StrCat("closing connection #", number_, ": ", sv(why)));
+    close("");
+  }
 
   // Closes the connection (idempotent); logs `why` unless it is empty.
   void close(std::string_view why) {
     if (closed_) return;
     closed_ = true;
+    const auto self = shared_from_this();  // the set below may hold the last other reference
     if (!why.empty()) {
       log().info(absl::StrCat("channel server ", core_->text_, ": closing connection #", number_,
-                            ": ", sv(why)));
+                              ": ", sv(why)));
+    }
+    // The counts first, so whoever sees the socket close sees them already updated.
+    core_->partial_total_ -= partial_bytes_;
+    partial_bytes_ = 0;
+    core_->publish_partial();
+    if (core_->connections_.erase(self) > 0) {
+      core_->connections_open_.store(core_->connections_.size(), std::memory_order_relaxed);
     }
     boost::system::error_code ignored;
     socket_.close(ignored);
     if (linger_) linger_->cancel();
     if (session_ != nullptr && session_->owner == this) session_->owner = nullptr;
     session_ = nullptr;
-    core_->connections_.erase(shared_from_this());
   }
 
  private:
@@ -141,8 +245,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_read(const boost::system::error_code& ec, size_t n) {
     if (closed_) return;
     if (ec) return close(hung_up(ec) ? "" : os_error(ec));
+    last_read_ = std::chrono::steady_clock::now();
     if (state_ == State::kRejected) return read();  // discard until the client hangs up
     decoder_.feed(std::string_view(read_buf_.data(), n));
+    // R-FLOW-4: the receive buffer grows only when the peer fills it.
+    if (n == read_buf_.size() && read_buf_.size() < kReadChunk)
+      read_buf_.resize(read_buf_.size() * 2);
     for (;;) {
       absl::StatusOr<std::optional<Frame>> frame = decoder_.next();
       if (!frame.ok()) {
@@ -163,8 +271,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       if (closed_ || close_after_write_) return;
     }
-    flush();  // one cumulative ACK per batch read (on_data marked it pending)
+    account_partial();
+    if (closed_) return;  // the partial-frame bound closed this one
+    flush();              // one cumulative ACK per batch read (on_data marked it pending)
     read();
+  }
+
+  // R-FLOW-4: counts what the decoder holds of an incomplete frame toward the listener's bound.
+  void account_partial() {
+    const size_t now = decoder_.buffered();
+    core_->partial_total_ = core_->partial_total_ - partial_bytes_ + now;
+    partial_bytes_ = now;
+    core_->enforce_partial_cap();
   }
 
   // A protocol error ends the connection. What this connection already enqueued is acked first
@@ -243,7 +361,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void reject(const std::string& reason) {
     log().warn(absl::StrCat("channel server ", core_->text_, ": rejecting connection #", number_,
-                          ": ", reason));
+                            ": ", reason));
     state_ = State::kRejected;
     append_reject(out_, RejectFrame{kWireVersion, reason});
     shutdown_after_write_ = true;
@@ -293,9 +411,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string out_;        // frames waiting for the next write
   std::string in_flight_;  // the write in flight
   State state_ = State::kAwaitHello;
+  const std::chrono::steady_clock::time_point accepted_at_;
+  std::chrono::steady_clock::time_point last_read_;
+  size_t partial_bytes_ = 0;  // counted in core_->partial_total_
   Session* session_ = nullptr;
   bool writing_ = false;
-  bool ack_pending_ = false;       // envelopes enqueued since the last ACK
+  bool ack_pending_ = false;        // envelopes enqueued since the last ACK
   bool close_after_write_ = false;  // a protocol error: close once the final ACK is written
   bool shutdown_after_write_ = false;
   bool closed_ = false;
@@ -316,6 +437,7 @@ absl::Status ServerCore::listen(const Endpoint& endpoint) {
     ec = boost::system::error_code(errno, boost::system::system_category());
   }
   if (!ec) acceptor_.listen(boost::asio::socket_base::max_listen_connections, ec);
+  if (!ec) acceptor_.non_blocking(true, ec);  // on_out_of_fds accepts with ::accept4
   if (ec) return absl::UnavailableError(absl::StrCat("serve ", text_, ": ", os_error(ec)));
   return absl::OkStatus();
 }
@@ -325,33 +447,155 @@ void ServerCore::accept() {
   acceptor_.async_accept(
       [self = shared_from_this()](const boost::system::error_code& ec, Socket socket) {
         if (self->stopped_ || ec == boost::asio::error::operation_aborted) return;
-        if (ec) {  // e.g. out of file descriptors: log, and try again shortly
-          self->accept_errors_.log(log(), runtime::LogLevel::kError,
-                                   absl::StrCat("channel server ", self->text_, ": accept: ",
-                                                os_error(ec)));
-          auto timer = std::make_shared<boost::asio::steady_timer>(self->io_.context(),
-                                                                   std::chrono::milliseconds(100));
-          timer->async_wait([self, timer](const boost::system::error_code&) { self->accept(); });
+        if (out_of_fds(ec)) return self->on_out_of_fds(ec);
+        if (ec) {  // log, and try again shortly
+          self->accept_errors_.log(
+              log(), runtime::LogLevel::kError,
+              absl::StrCat("channel server ", self->text_, ": accept: ", os_error(ec)));
+          self->retry_timer_.expires_after(kAcceptRetry);
+          self->retry_timer_.async_wait([self](const boost::system::error_code& e) {
+            if (!e) self->accept();
+          });
           return;
         }
-        set_cloexec(socket.native_handle());
-        tune(socket, self->local_);
-        if (log().enabled(runtime::LogLevel::kDebug)) {
-          log().debug(absl::StrCat("channel server ", self->text_, ": accepted connection #",
-                                   self->connections_accepted_ + 1));
-        }
-        auto connection =
-            std::make_shared<Connection>(self, std::move(socket), ++self->connections_accepted_);
-        self->connections_.insert(connection);
-        connection->start();
+        self->on_accepted(std::move(socket));
         self->accept();
       });
+}
+
+void ServerCore::on_accepted(Socket socket) {
+  if (connections_.size() >= options_.max_connections) {  // R-FLOW-4: refuse, keep serving
+    refused_over_cap_.fetch_add(1, std::memory_order_relaxed);
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    log_bounded(absl::StrCat("refused a connection: ", connections_.size(),
+                             " are open, the most ChannelOptions::max_connections allows"));
+    return;
+  }
+  set_cloexec(socket.native_handle());
+  tune(socket, local_);
+  if (log().enabled(runtime::LogLevel::kDebug)) {
+    log().debug(absl::StrCat("channel server ", text_, ": accepted connection #",
+                             connections_accepted_ + 1));
+  }
+  auto connection =
+      std::make_shared<Connection>(shared_from_this(), std::move(socket), ++connections_accepted_);
+  connections_.insert(connection);
+  connections_open_.store(connections_.size(), std::memory_order_relaxed);
+  connection->start();
+}
+
+// R-FLOW-4: with no descriptor for a new connection, the pending ones are accepted on the
+// reserved descriptor and closed at once (their clients see a close, not a hang), and the
+// listener waits for the next connection instead of retrying the accept: a full fd table
+// neither spins this thread nor stops the listener.
+void ServerCore::on_out_of_fds(const boost::system::error_code& ec) {
+  out_of_fds_.fetch_add(1, std::memory_order_relaxed);
+  uint64_t shed = 0;
+  if (reserve_fd_ >= 0) {
+    ::close(reserve_fd_);
+    for (;;) {
+      const int fd =
+          ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) break;  // EAGAIN: nothing more pending
+      shed_out_of_fds_.fetch_add(1, std::memory_order_relaxed);
+      ::close(fd);
+      ++shed;
+    }
+    reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  accept_errors_.log(
+      log(), runtime::LogLevel::kError,
+      absl::StrCat("channel server ", text_, ": accept: ", os_error(ec), "; closed ", shed,
+                   " pending connection(s) at once and keep listening; ", connections_.size(),
+                   " connection(s) open here; raise the fd limit (ulimit -n) or lower "
+                   "ChannelOptions::max_connections"));
+  auto self = shared_from_this();
+  if (reserve_fd_ < 0) {  // nothing to shed with: try again shortly
+    reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    retry_timer_.expires_after(kAcceptRetry);
+    retry_timer_.async_wait([self](const boost::system::error_code& e) {
+      if (!e) self->accept();
+    });
+    return;
+  }
+  acceptor_.async_wait(Acceptor::wait_read, [self](const boost::system::error_code& e) {
+    if (e == boost::asio::error::operation_aborted || self->stopped_) return;
+    self->accept();
+  });
+}
+
+void ServerCore::arm_sweep() {
+  if (stopped_) return;
+  const auto shorter =
+      to_chrono(std::min(options_.handshake_timeout, options_.partial_frame_timeout));
+  const auto period = std::clamp<std::chrono::steady_clock::duration>(shorter / 4, kMinSweepPeriod,
+                                                                      kMaxSweepPeriod);
+  sweep_timer_.expires_after(period);
+  sweep_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& e) {
+    if (e || self->stopped_) return;
+    self->sweep();
+    self->arm_sweep();
+  });
+}
+
+void ServerCore::sweep() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<Connection>> all(connections_.begin(), connections_.end());
+  for (const auto& connection : all) connection->check_timeouts(now);
+}
+
+void ServerCore::enforce_partial_cap() {
+  while (partial_total_ > partial_cap_) {
+    Connection* victim = nullptr;
+    for (const auto& c : connections_) {
+      if (c->partial_bytes() == 0) continue;
+      if (victim == nullptr || c->partial_bytes() > victim->partial_bytes() ||
+          (c->partial_bytes() == victim->partial_bytes() && c->number() > victim->number())) {
+        victim = c.get();
+      }
+    }
+    if (victim == nullptr) break;
+    closed_over_partial_bytes_.fetch_add(1, std::memory_order_relaxed);
+    victim->close_bounded(absl::StrCat(
+        "its ", victim->partial_bytes(), "-byte partial frame is the largest, and partial frames ",
+        "hold ", partial_total_, " bytes here, over ChannelOptions::max_partial_frame_bytes (",
+        partial_cap_, ")"));
+  }
+  publish_partial();
+}
+
+void ServerCore::publish_partial() {
+  partial_published_.store(partial_total_, std::memory_order_relaxed);
+  if (partial_total_ > partial_peak_.load(std::memory_order_relaxed)) {
+    partial_peak_.store(partial_total_, std::memory_order_relaxed);
+  }
+}
+
+void ServerCore::log_bounded(std::string_view what) {
+  bounded_.log(log(), runtime::LogLevel::kWarn,
+               absl::StrCat("channel server ", text_, ": ", sv(what), " (R-FLOW-4)"));
+}
+
+ChannelServer::Stats ServerCore::stats() const {
+  ChannelServer::Stats s;
+  s.connections = connections_open_.load(std::memory_order_relaxed);
+  s.partial_frame_bytes = partial_published_.load(std::memory_order_relaxed);
+  s.partial_frame_bytes_peak = partial_peak_.load(std::memory_order_relaxed);
+  s.refused_over_cap = refused_over_cap_.load(std::memory_order_relaxed);
+  s.closed_handshake_timeout = closed_handshake_timeout_.load(std::memory_order_relaxed);
+  s.closed_partial_frame_timeout = closed_partial_frame_timeout_.load(std::memory_order_relaxed);
+  s.closed_over_partial_bytes = closed_over_partial_bytes_.load(std::memory_order_relaxed);
+  s.out_of_fds = out_of_fds_.load(std::memory_order_relaxed);
+  s.shed_out_of_fds = shed_out_of_fds_.load(std::memory_order_relaxed);
+  return s;
 }
 
 void ServerCore::drop_connections() {
   absl::flat_hash_set<std::shared_ptr<Connection>> connections;
   connections.swap(connections_);
   for (const auto& connection : connections) connection->close("");
+  connections_open_.store(connections_.size(), std::memory_order_relaxed);
 }
 
 void ServerCore::stop() {
@@ -359,6 +603,8 @@ void ServerCore::stop() {
   stopped_ = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
+  sweep_timer_.cancel();
+  retry_timer_.cancel();
   drop_connections();
   if (!unlink_path_.empty()) ::unlink(unlink_path_.c_str());
 }
@@ -392,6 +638,7 @@ class StreamChannelServer final : public ChannelServer {
   }
 
   const ChannelAddr& local_addr() const override { return core_->local_addr(); }
+  Stats stats() const override { return core_->stats(); }
   void drop_connections() override {
     run_in_io_thread(io_, [core = core_.get()] { core->drop_connections(); });
   }

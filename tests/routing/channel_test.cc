@@ -28,6 +28,7 @@
 #include "postal/runtime/client.h"
 #include "postal/runtime/port.h"
 #include "support/must.h"
+#include "support/raw_peer.h"
 
 namespace {
 
@@ -61,12 +62,13 @@ namespace {
 using runtime::ChannelAddr;
 using runtime::EnvelopePtr;
 using runtime::TransportReason;
-using LocalSocket = boost::asio::local::stream_protocol::socket;
 
 constexpr absl::Duration kDeadline = absl::Seconds(20);
 constexpr int kMany = 10'000;
 
+using test_support::connect_raw;
 using test_support::must;
+using test_support::RawPeer;
 
 runtime::ProcOptions quiet_proc() {
   runtime::ProcOptions o = runtime::ProcOptions::threads(1);
@@ -260,7 +262,7 @@ TEST_F(ChannelTest, R_CHAN_2_AfterServerRestartUnwrittenEnvelopesGoOutOnAFreshSe
   wait_unacked(*client, 0);  // the acks follow the deliveries
 
   server.reset();
-  server = serve(addr);  // same address, no memory of the session
+  server = serve(addr);                          // same address, no memory of the session
   for (int n = 3; n < 6; ++n) post(*client, n);  // never written to the dead server
   expect_in_order(3, 6);
   wait_unacked(*client, 0);
@@ -276,45 +278,6 @@ TEST_F(ChannelTest, R_CHAN_2_AfterServerRestartUnwrittenEnvelopesGoOutOnAFreshSe
   expect_in_order(6, 7);
   expect_nothing_returned();
   EXPECT_FALSE(client->closed());
-}
-
-// A raw peer speaking frames over a Unix socket, for the protocol edges.
-class RawPeer {
- public:
-  explicit RawPeer(LocalSocket socket) : socket_(std::move(socket)) {}
-  void send(const std::string& bytes) { boost::asio::write(socket_, boost::asio::buffer(bytes)); }
-  void send(const Frame& frame) {
-    std::string bytes;
-    append_frame(bytes, frame);
-    send(bytes);
-  }
-  void close() { socket_.close(); }
-  // The next frame, or nullopt at end of stream / after `timeout`.
-  std::optional<Frame> next(absl::Duration timeout = kDeadline) {
-    const absl::Time give_up = absl::Now() + timeout;
-    for (;;) {
-      absl::StatusOr<std::optional<Frame>> f = decoder_.next();
-      if (!f.ok() || f->has_value()) return f.ok() ? *f : std::nullopt;
-      pollfd p{socket_.native_handle(), POLLIN, 0};
-      const int ms = static_cast<int>(absl::ToInt64Milliseconds(give_up - absl::Now()));
-      if (ms <= 0 || ::poll(&p, 1, ms) <= 0) return std::nullopt;
-      char buf[4096];
-      boost::system::error_code ec;
-      size_t n = socket_.read_some(boost::asio::buffer(buf), ec);
-      if (ec) return std::nullopt;
-      decoder_.feed(std::string_view(buf, n));
-    }
-  }
-
- private:
-  LocalSocket socket_;
-  FrameDecoder decoder_{1 << 20};
-};
-
-RawPeer connect_raw(boost::asio::io_context& ctx, const ChannelAddr& addr) {
-  LocalSocket socket(ctx);
-  socket.connect(boost::asio::local::stream_protocol::endpoint(std::string(addr.path())));
-  return RawPeer(std::move(socket));
 }
 
 using LocalAcceptor = boost::asio::local::stream_protocol::acceptor;
@@ -452,8 +415,8 @@ TEST_F(ChannelTest, R_CHAN_2_WrittenButUnackedEnvelopesReturnChannelClosedAfterR
   const ChannelAddr addr = ipc_path();
   const std::string path(addr.path());
   boost::asio::io_context ctx;
-  auto acceptor = std::make_unique<LocalAcceptor>(
-      ctx, boost::asio::local::stream_protocol::endpoint(path));
+  auto acceptor =
+      std::make_unique<LocalAcceptor>(ctx, boost::asio::local::stream_protocol::endpoint(path));
   auto client = dial(addr);
   std::optional<RawPeer> fake = accept_within(*acceptor);
   ASSERT_TRUE(fake.has_value());

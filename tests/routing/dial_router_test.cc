@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
 #include <set>
 #include <vector>
 
@@ -59,7 +60,8 @@ class BlackHole {
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(listener_, 0) != 0 ||
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+        ::listen(listener_, 0) != 0 ||
         ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
       return;
     }
@@ -95,8 +97,9 @@ class DialRouterTest : public testing::Test {
         alice_(must(runtime::Client::attach(sending_, "alice"))),
         bob_(must(runtime::Client::attach(receiving_, "bob"))),
         port_(runtime::open_port<DialMsg>(*bob_)),
-        server_(must(ChannelServer::serve(io_, must(ChannelAddr::ipc_abstract(absl::StrCat(
-                                                   "postal-dial-", ::getpid(), "-", ++count_))),
+        server_(must(ChannelServer::serve(io_,
+                                          must(ChannelAddr::ipc_abstract(absl::StrCat(
+                                              "postal-dial-", ::getpid(), "-", ++count_))),
                                           receiving_, receiving_))) {}
 
   static ChannelOptions quick_dials(size_t max_queue = 65536) {
@@ -199,6 +202,67 @@ TEST_F(DialRouterTest, R_FLOW_3_WhatWaitsForADialIsBounded) {
     EXPECT_EQ(got, n);
     EXPECT_NE(failure.detail.find("dial_timeout"), std::string::npos) << failure.detail;
   }
+}
+
+// Waits for `done` with a deadline; whether it came true.
+bool wait_for(const std::function<bool()>& done, absl::Duration deadline = kDeadline) {
+  const absl::Time give_up = absl::Now() + deadline;
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
+}
+
+// Issue 10 finding 7: every throwaway peer (a `postal status` call) left a cached client behind
+// for good. Idle clients are evicted and freed: their connections close, and a later post to the
+// address dials again.
+TEST_F(DialRouterTest, R_ROUTE_3_IdleClientsAreEvictedAndFreedAndTheAddressIsRedialed) {
+  constexpr int kPeers = 8;
+  std::vector<std::unique_ptr<ChannelServer>> peers;
+  for (int i = 0; i < kPeers; ++i) {
+    peers.push_back(must(ChannelServer::serve(
+        io_, must(ChannelAddr::ipc_abstract(absl::StrCat("postal-dial-idle-", ::getpid(), "-", i))),
+        receiving_, receiving_)));
+  }
+  ChannelOptions options = quick_dials();
+  options.idle_client_timeout = absl::Milliseconds(200);
+  DialRouter router(io_, sending_, options);
+  for (int i = 0; i < kPeers; ++i) router.post(to(peers[i]->local_addr(), i), sending_);
+  for (int i = 0; i < kPeers; ++i) ASSERT_TRUE(port_.receiver.recv(kDeadline).ok());
+  EXPECT_EQ(router.live_clients(), static_cast<size_t>(kPeers));
+
+  ASSERT_TRUE(wait_for([&] { return router.live_clients() == 0; }))
+      << router.live_clients() << " clients still cached";
+  // Freed, not parked: each peer sees its connection close.
+  for (const auto& peer : peers) {
+    ASSERT_TRUE(wait_for([&] { return peer->stats().connections == 0; }))
+        << peer->local_addr().to_string() << " still has a connection";
+  }
+  const size_t dials = router.dials();
+  router.post(to(peers[0]->local_addr(), 100), sending_);
+  absl::StatusOr<DialMsg> again = port_.receiver.recv(kDeadline);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->n, 100);
+  EXPECT_EQ(router.dials(), dials + 1);
+  EXPECT_EQ(next_returned(absl::Milliseconds(100)).first, -1) << "nothing came back";
+}
+
+// A client in use is not idle: posts keep it, however short the timeout's sweep period.
+TEST_F(DialRouterTest, R_ROUTE_3_AClientInUseIsNotEvicted) {
+  ChannelOptions options = quick_dials();
+  options.idle_client_timeout = absl::Milliseconds(300);
+  DialRouter router(io_, sending_, options);
+  const absl::Time until = absl::Now() + absl::Milliseconds(900);
+  int n = 0;
+  for (; absl::Now() < until; ++n) {
+    router.post(to(server_->local_addr(), n), sending_);
+    absl::StatusOr<DialMsg> got = port_.receiver.recv(kDeadline);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->n, n);
+    absl::SleepFor(absl::Milliseconds(20));  // pacing, well under the idle timeout
+  }
+  EXPECT_EQ(router.dials(), 1u) << "a client in use was evicted and redialed";
 }
 
 }  // namespace

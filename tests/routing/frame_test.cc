@@ -217,6 +217,28 @@ TEST(Frame, PartialFrameWaitsForMoreBytes) {
   EXPECT_EQ(std::get<WelcomeFrame>(**f).next_expected_seq, 5u);
 }
 
+// R-FLOW-4 (listener bounds): an announced length reserves nothing; memory follows the bytes
+// that arrived, and a large frame's buffer is freed once the frame is out.
+TEST(Frame, R_FLOW_4_MemoryFollowsTheBytesFedNotTheAnnouncedLength) {
+  constexpr size_t kBig = 8 << 20;
+  std::string frame;
+  append_data(frame, 0, std::string(kBig - 64, 'x'));
+  FrameDecoder decoder(kBig);
+  decoder.feed(std::string_view(frame).substr(0, 100));  // the prefix announces ~8 MiB
+  absl::StatusOr<std::optional<Frame>> f = decoder.next();
+  ASSERT_TRUE(f.ok() && !f->has_value());
+  EXPECT_LT(decoder.held_bytes(), 4096u) << "the announced length was reserved up front";
+
+  for (size_t at = 100; at < frame.size(); at += 64 << 10) {
+    decoder.feed(std::string_view(frame).substr(at, 64 << 10));
+    EXPECT_LE(decoder.held_bytes(), 2 * decoder.buffered() + 4096) << "at " << at;
+  }
+  f = decoder.next();
+  ASSERT_TRUE(f.ok() && f->has_value());
+  EXPECT_EQ(decoder.buffered(), 0u);
+  EXPECT_LE(decoder.held_bytes(), FrameDecoder::kKeptCapacity) << "the big buffer was kept";
+}
+
 TEST(Frame, R_ENV_4_DataFrameCarriesTheEnvelopeSerializedOnce) {
   const runtime::ProcId proc{Uid::singleton(*Label::parse("p"))};
   const runtime::ActorAddr sender{runtime::ActorId{proc, Uid::singleton(*Label::parse("a"))}, {}};

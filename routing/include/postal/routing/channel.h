@@ -43,6 +43,25 @@ struct ChannelOptions {
   // envelopes and bytes wait for it; past either bound a post fails at once with DialFailed.
   size_t max_dial_queue = 65536;
   size_t max_dial_queue_bytes = 64 << 20;
+
+  // R-FLOW-4, listener bounds (a ChannelServer's; docs/decisions.md has why these defaults).
+  // A connection that has not sent a valid HELLO within this long is closed.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // A connection in the middle of a frame that receives no byte for this long is closed. A
+  // connection between frames is never closed for being quiet: wire v1 has no heartbeats, and a
+  // client with nothing to send is legitimately silent.
+  absl::Duration partial_frame_timeout = absl::Seconds(30);
+  // Connections open at once per listener; past it a new connection is accepted and closed at
+  // once (logged, rate-limited) and the listener keeps serving the others.
+  size_t max_connections = 512;
+  // Bytes held in incomplete frames across a listener's connections (never below one
+  // max_frame_bytes frame). Past it the connection holding the largest partial frame (the newest
+  // among equals) is closed; its client reconnects and retransmits (R-CHAN-2).
+  size_t max_partial_frame_bytes = 64 << 20;
+
+  // R-ROUTE-3: a DialRouter closes and frees a client with nothing unacked and no post for this
+  // long; the next post to its address dials again.
+  absl::Duration idle_client_timeout = absl::Seconds(60);
 };
 
 // IoThread: one boost::asio::io_context and the one thread that runs it.

@@ -25,11 +25,24 @@
 // max_frame_bytes, a seq gap) is logged and closed; the server carries on and the client
 // retransmits on its next connection.
 //
+// Bounds (R-FLOW-4, ChannelOptions): a connection that sends no valid HELLO within
+// handshake_timeout, or stalls inside a frame for partial_frame_timeout, is closed; past
+// max_connections a new connection is accepted and closed at once; past max_partial_frame_bytes
+// (across the listener) the connection holding the largest partial frame is closed. Receive
+// buffers start at 4 KiB and grow by doubling as reads fill them, up to 64 KiB; a frame's
+// buffer grows with its bytes, never to its announced length. When the process is out of file
+// descriptors (EMFILE/ENFILE) the listener closes the pending connections at once through a
+// reserved descriptor, logs (rate-limited), and waits for the next connection: it neither dies
+// nor spins, and serves again when descriptors free up. These closes are logged rate-limited and
+// counted in `stats()`.
+//
 // Thread safety: all socket work runs on the IoThread; `deliver_to` is called from it (inproc:
 // from the posting thread). `deliver_to` and `ret` must outlive the server, and the server must
 // be destroyed before its IoThread. Destruction closes every connection and stops listening.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -53,6 +66,21 @@ class ChannelServer {
 
   // The address clients dial: the bound port for tcp port 0, the number for inproc://0.
   virtual const runtime::ChannelAddr& local_addr() const = 0;
+
+  // What the listener holds and what its bounds refused (R-FLOW-4); all zero for inproc.
+  struct Stats {
+    size_t connections = 0;               // open now
+    size_t partial_frame_bytes = 0;       // bytes held in incomplete frames now
+    size_t partial_frame_bytes_peak = 0;  // the most held at once (after enforcing the bound)
+    uint64_t refused_over_cap = 0;        // accepted and closed at once: max_connections
+    uint64_t closed_handshake_timeout = 0;
+    uint64_t closed_partial_frame_timeout = 0;
+    uint64_t closed_over_partial_bytes = 0;  // max_partial_frame_bytes
+    uint64_t out_of_fds = 0;                 // accepts that failed with EMFILE/ENFILE
+    uint64_t shed_out_of_fds = 0;            // pending connections closed while out of fds
+  };
+  // Any thread; each field is read on its own (not one snapshot).
+  virtual Stats stats() const { return {}; }
 
   // Test hook: closes every accepted connection now (as a network failure would), keeping the
   // session memory, so clients reconnect and retransmit (R-CHAN-2). No-op for inproc.

@@ -11,12 +11,18 @@
 // R-FLOW-3: a dial never blocks the posting thread, the I/O thread or the router's lock: the
 // client is made at once (ChannelClient::dial_async) and connects on the I/O thread; envelopes
 // wait for it in its bounded dial queue and return DialFailed (to the router's `returns`) when
-// the dial fails. A dead or unreachable peer delays no traffic to another. Evicted clients are
-// kept until the router is destroyed, since other threads may still be posting into them.
+// the dial fails. A dead or unreachable peer delays no traffic to another.
+//
+// Eviction frees: a client is held by shared_ptr, and a posting thread takes its own reference
+// under the router's lock and drops it after the post, so an evicted client is destroyed (its
+// connection closed) once the last post into it has returned, never while one is in progress.
+// Besides closed and rejected clients, a client that is idle — nothing unacked, no post for
+// ChannelOptions::idle_client_timeout (60 s), no post in progress — is evicted by a sweep on the
+// I/O thread (every quarter of the timeout, 10 ms–10 s), so procs that talk once to throwaway
+// peers (`postal status`) do not keep a client per peer for good.
 #pragma once
 
 #include <memory>
-#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -36,24 +42,36 @@ class DialRouter final : public runtime::MailboxSender {
   void add(const RoutePrefix& prefix, runtime::ChannelAddr addr);
   bool remove(const RoutePrefix& prefix);
 
+  // Clients cached now (dialing, connected, or closed and not yet evicted).
   size_t live_clients() const;
   size_t dials() const;  // dials started, including redials
 
   void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
 
  private:
-  // The cached client for `addr`, dialed (or redialed) as needed.
-  absl::StatusOr<ChannelClient*> client_for(const runtime::ChannelAddr& addr);
+  struct Cached {
+    std::shared_ptr<ChannelClient> client;
+    absl::Time last_post;
+  };
+  struct Sweeper;  // the I/O thread's timer for idle eviction
+
+  // The cached client for `addr`, dialed (or redialed) as needed. `evicted` receives a closed
+  // client replaced here, to be destroyed by the caller after it releases the lock.
+  absl::StatusOr<std::shared_ptr<ChannelClient>> client_for(const runtime::ChannelAddr& addr,
+                                                            std::shared_ptr<ChannelClient>& evicted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void arm_sweep();
+  // Evicts idle, closed and rejected clients (I/O thread).
+  void sweep();
 
   IoThread& io_;
   runtime::ReturnHandle& returns_;
   const ChannelOptions options_;
   mutable absl::Mutex mu_;
   PrefixTable<runtime::ChannelAddr> book_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<runtime::ChannelAddr, std::unique_ptr<ChannelClient>> clients_
-      ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<ChannelClient>> evicted_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<runtime::ChannelAddr, Cached> clients_ ABSL_GUARDED_BY(mu_);
   size_t dials_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<Sweeper> sweeper_;
 };
 
 }  // namespace postal::routing

@@ -18,6 +18,10 @@
 //   whatever the input (fuzz/frame_decoder_fuzzer.cc). It yields frames in order, or one error,
 //   after which the stream is unusable (there is no resynchronisation point) and every later
 //   `next()` returns the same error.
+//   R-FLOW-4 (memory): the decoder holds at most about twice the bytes fed and not yet returned
+//   (its buffer grows as bytes arrive, never to the length a prefix announces), and once every
+//   frame fed has been returned it keeps at most kKeptCapacity bytes (a large frame's buffer is
+//   freed).
 //
 // Failure (statuses returned by `FrameDecoder::next`)
 //   ResourceExhausted   the length prefix exceeds the decoder's maximum (names both)
@@ -125,6 +129,10 @@ class FrameDecoder {
 
   // Bytes fed but not yet returned as frames (a partial frame at end of stream is truncation).
   size_t buffered() const { return buffer_.size() - start_; }
+  // Bytes of memory the decoder's buffer holds now (≥ buffered()).
+  size_t held_bytes() const { return buffer_.capacity(); }
+  // An empty decoder keeps a buffer up to this size for reuse; a larger one is freed.
+  static constexpr size_t kKeptCapacity = 64 << 10;
   size_t max_frame_bytes() const { return max_frame_bytes_; }
 
  private:

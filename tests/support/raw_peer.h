@@ -1,0 +1,101 @@
+// RawPeer: a client speaking frames by hand over a Unix socket, for the protocol edges and the
+// listener bounds of a ChannelServer (routing/frame.h, docs/wire-v1.md).
+//
+// It blocks the calling thread (with a deadline on every wait), and never throws: a send to a
+// connection the server closed reports false. Needs postal_routing linked.
+#pragma once
+
+#include <poll.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "postal/routing/frame.h"
+#include "postal/runtime/location.h"
+
+namespace postal::test_support {
+
+class RawPeer {
+ public:
+  using LocalSocket = boost::asio::local::stream_protocol::socket;
+  static constexpr absl::Duration kWait = absl::Seconds(20);
+
+  explicit RawPeer(LocalSocket socket) : socket_(std::move(socket)) {}
+
+  // Whether every byte was written (false: the connection is gone).
+  bool send(std::string_view bytes) {
+    boost::system::error_code ec;
+    boost::asio::write(socket_, boost::asio::buffer(bytes.data(), bytes.size()), ec);
+    return !ec;
+  }
+  bool send(const routing::Frame& frame) {
+    std::string bytes;
+    routing::append_frame(bytes, frame);
+    return send(bytes);
+  }
+  void close() { socket_.close(); }
+
+  // The next frame, or nullopt at end of stream / after `timeout`.
+  std::optional<routing::Frame> next(absl::Duration timeout = kWait) {
+    const absl::Time give_up = absl::Now() + timeout;
+    for (;;) {
+      absl::StatusOr<std::optional<routing::Frame>> f = decoder_.next();
+      if (!f.ok() || f->has_value()) return f.ok() ? *f : std::nullopt;
+      if (!read_some(give_up)) return std::nullopt;
+    }
+  }
+
+  // Whether the server closed the connection within `timeout` (frames it sent are skipped).
+  bool closed_within(absl::Duration timeout = kWait) {
+    const absl::Time give_up = absl::Now() + timeout;
+    while (read_some(give_up)) {
+    }
+    return eof_;
+  }
+
+ private:
+  // Reads what is there; false at end of stream, on an error or past `give_up`.
+  bool read_some(absl::Time give_up) {
+    pollfd p{socket_.native_handle(), POLLIN, 0};
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(give_up - absl::Now()));
+    if (ms <= 0 || ::poll(&p, 1, ms) <= 0) return false;
+    char buf[4096];
+    boost::system::error_code ec;
+    const size_t n = socket_.read_some(boost::asio::buffer(buf), ec);
+    if (ec) {
+      eof_ = true;  // end of stream or reset: the server closed it
+      return false;
+    }
+    decoder_.feed(std::string_view(buf, n));
+    return true;
+  }
+
+  LocalSocket socket_;
+  routing::FrameDecoder decoder_{1 << 20};
+  bool eof_ = false;
+};
+
+// The Unix socket endpoint of the ipc address `addr` (a path or an abstract name).
+inline boost::asio::local::stream_protocol::endpoint local_endpoint(
+    const runtime::ChannelAddr& addr) {
+  const std::string path(addr.path());
+  return boost::asio::local::stream_protocol::endpoint(
+      addr.is_abstract() ? std::string(1, '\0') + path : path);
+}
+
+// A RawPeer connected to the ipc address `addr`.
+inline RawPeer connect_raw(boost::asio::io_context& ctx, const runtime::ChannelAddr& addr) {
+  RawPeer::LocalSocket socket(ctx);
+  socket.connect(local_endpoint(addr));
+  return RawPeer(std::move(socket));
+}
+
+}  // namespace postal::test_support
