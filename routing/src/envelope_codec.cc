@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "postal/wire/absl_compat.h"
 #include "postal/wire/type_registry.h"
+#include "postal/wire/untrusted_scope.h"
 
 namespace postal::routing::internal::v2 {
 namespace {
@@ -281,6 +282,7 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, const std
 
 absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view body,
                                                               uint64_t& seq) {
+  wire::UntrustedScope untrusted;  // DEFINEs come from the network: bounded label interning
   Reader r(body);
   uint16_t flags = 0, define_count = 0, header_count = 0, failure_count = 0, reserved = 0;
   uint8_t ttl = 0, dest_kind = 0;

@@ -9,6 +9,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "postal/runtime/log_rate_limit.h"
+#include "postal/runtime/logger.h"
+#include "postal/wire/untrusted_scope.h"
 
 namespace postal::runtime {
 namespace {
@@ -61,7 +64,9 @@ absl::Status check_label(std::string_view text) {
 // static destruction; node_hash_set keeps element addresses stable across rehashing.
 class InternTable {
  public:
-  const std::string* intern(std::string_view text) {
+  // The interned text, or nullptr when `untrusted` and the text would be a new entry past the
+  // untrusted budget.
+  const std::string* intern(std::string_view text, bool untrusted) {
     const absl::string_view key(text.data(), text.size());
     {
       absl::ReaderMutexLock lock(&mu_);
@@ -69,12 +74,32 @@ class InternTable {
       if (it != set_.end()) return &*it;
     }
     absl::MutexLock lock(&mu_);
+    if (auto it = set_.find(key); it != set_.end()) return &*it;
+    if (untrusted) {
+      if (untrusted_count_ >= untrusted_budget_) return nullptr;
+      ++untrusted_count_;
+    }
     return &*set_.emplace(text).first;
+  }
+
+  void set_untrusted_budget(std::size_t n) {
+    absl::MutexLock lock(&mu_);
+    untrusted_budget_ = n;
+  }
+  std::size_t untrusted_budget() {
+    absl::MutexLock lock(&mu_);
+    return untrusted_budget_;
+  }
+  std::size_t untrusted_count() {
+    absl::MutexLock lock(&mu_);
+    return untrusted_count_;
   }
 
  private:
   absl::Mutex mu_;
   absl::node_hash_set<std::string> set_ ABSL_GUARDED_BY(mu_);
+  std::size_t untrusted_budget_ ABSL_GUARDED_BY(mu_) = 65536;
+  std::size_t untrusted_count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 InternTable& intern_table() {
@@ -86,8 +111,24 @@ InternTable& intern_table() {
 
 absl::StatusOr<Label> Label::parse(std::string_view text) {
   if (absl::Status status = check_label(text); !status.ok()) return status;
-  return Label(intern_table().intern(text));
+  const bool untrusted = wire::UntrustedScope::active();
+  const std::string* interned = intern_table().intern(text, untrusted);
+  if (interned == nullptr) {
+    // R-FLOW-4: untrusted input cannot grow the process-wide table without bound.
+    static LogRateLimit limit(absl::Seconds(1));
+    const std::string why = absl::StrCat(
+        "label ", address_internal::quote(text), " is new and the ", intern_table().untrusted_budget(),
+        " labels that network input may add are used up (a peer sends unique names); the "
+        "envelope is refused");
+    limit.log(Logger::runtime(), LogLevel::kWarn, why);
+    return absl::ResourceExhaustedError(why);
+  }
+  return Label(interned);
 }
+
+void Label::set_untrusted_budget(std::size_t labels) { intern_table().set_untrusted_budget(labels); }
+std::size_t Label::untrusted_budget() { return intern_table().untrusted_budget(); }
+std::size_t Label::untrusted_count() { return intern_table().untrusted_count(); }
 
 namespace address_internal {
 

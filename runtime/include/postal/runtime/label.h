@@ -15,9 +15,12 @@
 //   Labels live in a process-wide, append-only table (a set of `std::string` guarded by an
 //   `absl::Mutex`). Besides the wire type registry, it is the one process-wide table in postal.
 //   Entries are never removed or moved, so `str()` stays valid for the life of the process, even
-//   during static destruction. Cost: each distinct label ever parsed keeps ~100 bytes; parsing
-//   many distinct labels from untrusted input grows the table. `parse` is thread-safe; reads of
-//   an existing `Label` take no lock.
+//   during static destruction. Cost: each distinct label ever parsed keeps ~100 bytes. Labels
+//   parsed while a `wire::UntrustedScope` is active (decoding network input) may add at most
+//   `untrusted_budget()` entries in all (default 65 536, ~8 MiB): past it a label *not already
+//   in the table* fails with ResourceExhausted — its envelope fails to decode — while labels the
+//   table holds keep decoding and local parses are never refused (R-FLOW-4). `parse` is
+//   thread-safe; reads of an existing `Label` take no lock.
 //
 // Failure
 //   `parse` never throws and never crashes. It returns `InvalidArgument` whose message quotes the
@@ -48,8 +51,14 @@ class Label {
   // The longest label allowed by R-ADDR-1.
   static constexpr std::size_t kMaxLength = 63;
 
-  // Validates `text` against R-ADDR-1 and returns the interned label.
+  // Validates `text` against R-ADDR-1 and returns the interned label. Under a
+  // `wire::UntrustedScope`, a label new to the table counts against the untrusted budget.
   static absl::StatusOr<Label> parse(std::string_view text);
+
+  // The bound on labels that untrusted input may add to the table, and how many it added.
+  static void set_untrusted_budget(std::size_t labels);
+  static std::size_t untrusted_budget();
+  static std::size_t untrusted_count();
 
   // The label's text; valid for the life of the process.
   std::string_view str() const { return *text_; }

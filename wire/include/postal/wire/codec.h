@@ -24,6 +24,7 @@
 #include "cereal/types/utility.hpp"
 #include "cereal/types/variant.hpp"
 #include "cereal/types/vector.hpp"
+#include "postal/wire/untrusted_scope.h"
 
 namespace postal::wire::internal {
 
@@ -86,6 +87,7 @@ absl::StatusOr<std::string> encode(const T& value, std::string_view what = "valu
 
 template <class T>
 absl::Status decode_into(std::string_view bytes, T& value, std::string_view what = "value") {
+  UntrustedScope untrusted;  // bytes come from outside the process: bounded interning (labels)
   try {
     std::istringstream in(std::string(bytes), std::ios::binary);
     internal::ScopedDecodeBounds bounds(in, static_cast<std::streamoff>(bytes.size()));
