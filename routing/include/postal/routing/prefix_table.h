@@ -7,11 +7,10 @@
 #include <variant>
 
 #include "absl/container/flat_hash_map.h"
+#include "postal/routing/route_prefix.h"
 #include "postal/runtime/ids.h"
 
 namespace postal::routing {
-
-using RoutePrefix = std::variant<runtime::ProcId, runtime::ActorId, runtime::PortId>;
 
 template <class V>
 class PrefixTable {
