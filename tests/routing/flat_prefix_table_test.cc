@@ -39,7 +39,7 @@ TYPED_TEST(PrefixTables, R_ROUTE_2_LongestPrefixPortOverActorOverProc) {
   table.add(routed, 3);
   ASSERT_NE(table.lookup(routed), nullptr);
   EXPECT_EQ(*table.lookup(routed), 3);
-  EXPECT_EQ(*table.lookup(PortId{a, Port::ephemeral(4)}), 2);                   // other port
+  EXPECT_EQ(*table.lookup(PortId{a, Port::ephemeral(4)}), 2);  // other port
   EXPECT_EQ(*table.lookup(PortId{ActorId{a.proc, named("b")}, Port::ephemeral(3)}), 1);  // actor
   EXPECT_EQ(table.lookup(PortId{ActorId{ProcId{named("q")}, named("a")}, Port::ephemeral(3)}),
             nullptr);  // other proc

@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "postal/routing/channel.h"
 #include "postal/routing/channel_client.h"
-#include "postal/routing/prefix_table.h"
+#include "postal/routing/flat_prefix_table.h"
 #include "postal/runtime/mailbox_sender.h"
 
 namespace postal::routing {
@@ -49,7 +49,7 @@ class DialRouter final : public runtime::MailboxSender {
   runtime::ReturnHandle& returns_;
   const ChannelOptions options_;
   mutable absl::Mutex mu_;
-  PrefixTable<runtime::ChannelAddr> book_ ABSL_GUARDED_BY(mu_);
+  FlatPrefixTable<runtime::ChannelAddr> book_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<runtime::ChannelAddr, std::unique_ptr<ChannelClient>> clients_
       ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<ChannelClient>> evicted_ ABSL_GUARDED_BY(mu_);
