@@ -28,7 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "postal/routing/channel.h"
 #include "postal/routing/channel_client.h"
-#include "postal/routing/prefix_table.h"
+#include "postal/routing/flat_prefix_table.h"
 #include "postal/runtime/mailbox_sender.h"
 
 namespace postal::routing {
@@ -68,7 +68,7 @@ class DialRouter final : public runtime::MailboxSender {
   runtime::ReturnHandle& returns_;
   const ChannelOptions options_;
   mutable absl::Mutex mu_;
-  PrefixTable<runtime::ChannelAddr> book_ ABSL_GUARDED_BY(mu_);
+  FlatPrefixTable<runtime::ChannelAddr> book_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<runtime::ChannelAddr, Cached> clients_ ABSL_GUARDED_BY(mu_);
   size_t dials_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Sweeper> sweeper_;

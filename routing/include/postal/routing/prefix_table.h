@@ -1,17 +1,21 @@
 // PrefixTable<V>: values keyed by an id prefix — a proc, an actor or a port — looked up by true
 // longest-prefix match (port ⊒ actor ⊒ proc, R-ROUTE-2). Three hash probes at most, whatever the
 // table size. Not synchronized: its owner locks.
+//
+// The plain implementation: three absl::flat_hash_maps keyed by the ids themselves. Router and
+// DialRouter use FlatPrefixTable (flat_prefix_table.h), which keeps this contract in a layout
+// that costs about one cache miss per lookup in large tables; this one stays as its reference in
+// tests and its peer in benchmarks/router_bench.cc.
 #pragma once
 
 #include <cstddef>
 #include <variant>
 
 #include "absl/container/flat_hash_map.h"
+#include "postal/routing/route_prefix.h"
 #include "postal/runtime/ids.h"
 
 namespace postal::routing {
-
-using RoutePrefix = std::variant<runtime::ProcId, runtime::ActorId, runtime::PortId>;
 
 template <class V>
 class PrefixTable {

@@ -12,7 +12,7 @@
 #include <cstddef>
 
 #include "absl/synchronization/mutex.h"
-#include "postal/routing/prefix_table.h"
+#include "postal/routing/flat_prefix_table.h"
 #include "postal/runtime/mailbox_sender.h"
 
 namespace postal::routing {
@@ -35,7 +35,7 @@ class Router final : public runtime::MailboxSender {
 
  private:
   mutable absl::Mutex mu_;
-  PrefixTable<runtime::MailboxSender*> routes_ ABSL_GUARDED_BY(mu_);
+  FlatPrefixTable<runtime::MailboxSender*> routes_ ABSL_GUARDED_BY(mu_);
   runtime::MailboxSender* fallback_ ABSL_GUARDED_BY(mu_);
 };
 
