@@ -73,6 +73,7 @@ absl::Status StreamClientCore::connect_first() {
   absl::Status s = connect_blocking(socket_, endpoints_, options_.delivery_timeout);
   if (!s.ok()) return absl::UnavailableError(absl::StrCat("dial ", addr_text_, ": ", s.message()));
   tune(socket_, addr_);
+  connected();
   if (log().enabled(runtime::LogLevel::kDebug)) {
     log().debug(absl::StrCat("channel ", addr_text_, ": connected (session ", session_, ")"));
   }
@@ -248,6 +249,7 @@ void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_cod
   }
   set_cloexec(socket_.native_handle());  // after the fact; spawns close every fd anyway
   tune(socket_, addr_);
+  connected();
   link_ = Link::kHandshaking;
   send_hello();
   read(gen);
@@ -344,10 +346,6 @@ void StreamClientCore::on_welcome(uint64_t gen, const WelcomeFrame& welcome) {
   }
   link_ = Link::kUp;
   dial_timer_.cancel();
-  if (dialing_.exchange(false, std::memory_order_acq_rel)) {
-    absl::MutexLock lock(&mu_);
-    dial_queue_bytes_ = 0;
-  }
   backoff_ = options_.reconnect_initial;
   if (outage_) {
     log().info(absl::StrCat("channel ", addr_text_, ": reconnected (session ", session, " at seq ",
@@ -502,6 +500,15 @@ void StreamClientCore::on_dial_timeout(uint64_t gen) {
                                 absl::FormatDuration(std::min(options_.dial_timeout,
                                                               options_.delivery_timeout)),
                                 " (dial_timeout)"));
+}
+
+void StreamClientCore::connected() {
+  // The peer answered a connect: from now on a lost connection reconnects (R-CHAN-2) instead of
+  // failing the dial, and the dial queue's bound is lifted.
+  if (dialing_.exchange(false, std::memory_order_acq_rel)) {
+    absl::MutexLock lock(&mu_);
+    dial_queue_bytes_ = 0;
+  }
 }
 
 void StreamClientCore::dial_failed(std::string why) {

@@ -14,10 +14,11 @@
 // Each connection has a generation number; handlers of an older generation are ignored. Every
 // attempt, from connect to WELCOME, is bounded by dial_timeout (the dial timer).
 //
-// Dialing (R-FLOW-3): until the first WELCOME the client is *dialing*. A background dial
+// Dialing (R-FLOW-3): until a connect first succeeds the client is *dialing*. A background dial
 // (`start_in_background`) resolves and connects on the I/O thread; posts meanwhile queue up to
-// max_dial_queue / max_dial_queue_bytes. A failed or timed-out first attempt closes the client
-// with DialFailed for everything queued; after the first WELCOME, failures reconnect as below.
+// max_dial_queue / max_dial_queue_bytes. A failed or timed-out first connect closes the client
+// with DialFailed for everything queued; once connected, failures (a handshake that stalls past
+// dial_timeout included) reconnect as below, bounded by the delivery timeout.
 //
 // Sessions: a session is a random id plus seqs counted from 0. A HELLO presents the current
 // session unless nothing *written* is unacked, in which case the client starts a new one first
@@ -94,6 +95,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   void on_dial_timeout(uint64_t gen);
   // The first dial failed: close, returning everything queued as DialFailed.
   void dial_failed(std::string why);
+  // A connect succeeded: the client is no longer dialing (any thread that owns the socket).
+  void connected();
   void on_connected(uint64_t gen, const boost::system::error_code& ec);
   void send_hello();
   void read(uint64_t gen);
@@ -144,7 +147,7 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   bool kick_scheduled_ ABSL_GUARDED_BY(mu_) = false;
   size_t dial_queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // frame bytes queued while dialing
-  std::atomic<bool> dialing_{true};                   // no WELCOME yet
+  std::atomic<bool> dialing_{true};                   // no connect has succeeded yet
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   // What a post after the close fails with: DialFailed when the dial failed, else ChannelClosed.
   runtime::TransportReason closed_reason_ ABSL_GUARDED_BY(mu_) =

@@ -32,7 +32,7 @@
 //   `dial_async` (R-FLOW-3) never blocks: it returns a client at once and resolves, connects and
 //   handshakes on the IoThread. Posts wait in a bounded queue (max_dial_queue, _bytes; past it
 //   a post fails at once with DialFailed) and go out when the handshake completes. When the
-//   first connect fails or takes longer than dial_timeout, the client closes and every queued
+//   first connect fails or takes longer than dial_timeout (once connected, losses reconnect), the client closes and every queued
 //   envelope returns Transport(DialFailed) naming the address and the OS error; a dial router
 //   then evicts it and the next post dials again. Only an address that cannot be a socket
 //   (e.g. an abstract name too long) fails synchronously.
