@@ -58,10 +58,13 @@ class ActorCell final : public Context,
     {
       absl::MutexLock lock(&mu_);
       if (stop_requested_.load() || is_terminal(state_.load())) return;
-      stop_requested_.store(true, std::memory_order_release);
+      // R-ACT-5: refuse new handler messages before anyone can see the stop requested, so the
+      // runner's "nothing admitted, queue empty" check (run_slice) covers every later sender.
+      // A mailbox already closed (the actor is failing) stays closed.
+      mailbox_->begin_stopping();
       reason_ = std::move(reason);
+      stop_requested_.store(true, std::memory_order_seq_cst);
     }
-    mailbox_->set_state(MailboxState::kStopping);  // R-ACT-5: refuse new handler messages
     wake();
   }
 
@@ -113,7 +116,10 @@ class ActorCell final : public Context,
       process(EnvelopePtr(raw));
       if (is_terminal(state_.load(std::memory_order_acquire))) return;
     }
-    if (stop_requested() && !queue_.maybe_nonempty()) {
+    // R-ACT-5: finish stopping only when no delivery is between its admission and this queue
+    // (checked before the queue: a delivery leaves `admitting` after its push). Otherwise
+    // release() makes the cell runnable again and the next slice handles what was admitted.
+    if (stop_requested() && !mailbox_->admitting() && !queue_.maybe_nonempty()) {
       terminate(ActorState::kStopped, {});
       return;
     }

@@ -70,7 +70,12 @@ void Mailbox::close_port(uint64_t index) {
 
 PortAddr Mailbox::port_addr(Port port) const { return owner_.port(port); }
 
-void Mailbox::set_state(MailboxState s) { state_.store(s, std::memory_order_release); }
+void Mailbox::set_state(MailboxState s) { state_.store(s, std::memory_order_seq_cst); }
+
+bool Mailbox::begin_stopping() {
+  MailboxState open = MailboxState::kOpen;
+  return state_.compare_exchange_strong(open, MailboxState::kStopping, std::memory_order_seq_cst);
+}
 
 void Mailbox::detach_handler_sink() { handler_sink_.store(nullptr, std::memory_order_release); }
 
@@ -147,19 +152,27 @@ void Mailbox::deliver_handler(EnvelopePtr env, ReturnHandle& ret) {
       return;
     }
   }
-  PortSink* sink = handler_sink_.load(std::memory_order_acquire);
-  if (sink == nullptr || state_.load(std::memory_order_acquire) != MailboxState::kOpen) {
+  // R-ACT-5: register the admission before reading the state, so a stopping sink either sees
+  // this delivery in flight (and waits for it) or this delivery sees the mailbox stopping.
+  admitting_.fetch_add(1, std::memory_order_seq_cst);
+  PortSink* sink = handler_sink_.load(std::memory_order_seq_cst);
+  const MailboxState now = state_.load(std::memory_order_seq_cst);
+  if (sink == nullptr || now != MailboxState::kOpen) {
+    admitting_.fetch_sub(1, std::memory_order_seq_cst);
     // R-ACT-5: a stopping actor refuses new handler messages.
     std::string target = env->dest().to_string();
+    const bool closed = now == MailboxState::kStopped || now == MailboxState::kFailed;
     fail(std::move(env),
-         DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kActorStopped,
-                                            "the actor is stopping"),
+         DeliveryFailure::invalid_reference(
+             std::move(target), closed ? closed_reason(now) : InvalidReason::kActorStopped,
+             closed ? std::string() : std::string("the actor is stopping")),
          ret);
     return;
   }
   proc_.counters().add(Counter::kDelivered);
   proc_.trace(TraceEventKind::kDelivered, *env);
   sink->deliver(std::move(env));
+  admitting_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void Mailbox::deliver_ephemeral(EnvelopePtr env, uint64_t index, ReturnHandle& ret) {

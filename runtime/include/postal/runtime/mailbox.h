@@ -15,6 +15,13 @@
 // reused, and live in a small table behind a mutex that only mailboxes using them allocate.
 // While stopping (R-ACT-5) handler ports refuse new messages but ephemeral ports (replies to the
 // stopping actor's own requests) still deliver.
+//
+// Admission (R-ACT-5): a handler-port delivery registers itself (`admitting_`) *before* it reads
+// the state, and leaves once the envelope is on the sink. `begin_stopping` moves the state away
+// from kOpen first; a sink that sees `admitting()` false after that knows every later delivery
+// will be refused, so it may close without bouncing a message the mailbox already counted
+// delivered. (Both sides use sequentially consistent operations: one of them always sees the
+// other.)
 #pragma once
 
 #include <atomic>
@@ -65,6 +72,11 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
 
   MailboxState state() const { return state_.load(std::memory_order_acquire); }
   void set_state(MailboxState s);
+  // R-ACT-5: kOpen → kStopping; false when the mailbox was no longer open (stopping or closed).
+  bool begin_stopping();
+  // R-ACT-5: whether a handler-port delivery that may have seen the mailbox open is still
+  // between its state check and its sink. A stopping sink closes only when this is false.
+  bool admitting() const { return admitting_.load(std::memory_order_seq_cst) != 0; }
   // Detaches the handler sink: handler ports then fail as ActorStopped.
   void detach_handler_sink();
   // What the handler sink (the actor) reports about itself.
@@ -96,6 +108,7 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   std::shared_ptr<PortSink> sink_owner_;
   std::atomic<PortSink*> handler_sink_;
   std::atomic<MailboxState> state_{MailboxState::kOpen};
+  std::atomic<uint32_t> admitting_{0};  // handler deliveries in flight (R-ACT-5)
   std::atomic<EphemeralTable*> ephemeral_{nullptr};
 };
 
