@@ -61,7 +61,7 @@ class ActorCell final : public Context,
       // R-ACT-5: refuse new handler messages before anyone can see the stop requested, so the
       // runner's "nothing admitted, queue empty" check (run_slice) covers every later sender.
       // A mailbox already closed (the actor is failing) stays closed.
-      mailbox_->begin_stopping();
+      mailbox_->begin_stopping(reason);  // R-ACT-6: refusals say why
       reason_ = std::move(reason);
       stop_requested_.store(true, std::memory_order_seq_cst);
     }
@@ -182,13 +182,13 @@ class ActorCell final : public Context,
   void terminate(ActorState final_state, std::string error) {
     for (ActorCell* child : children_) child->stop("parent stopped");  // R-ACT-3
     const bool failed = final_state == ActorState::kFailed;
-    mailbox_->set_state(failed ? MailboxState::kFailed : MailboxState::kStopped);
-    mailbox_->detach_handler_sink();
     ActorStatus status;
     {
       absl::MutexLock lock(&mu_);
       if (failed) reason_ = std::move(error);
       if (reason_.empty()) reason_ = "stopped";
+      // R-ACT-6: later sends, and the queued envelopes returned below, carry the reason.
+      mailbox_->close(failed ? MailboxState::kFailed : MailboxState::kStopped, reason_);
       state_.store(final_state, std::memory_order_release);
       status = ActorStatus{final_state, reason_};
     }
@@ -225,12 +225,15 @@ class ActorCell final : public Context,
     const InvalidReason reason = state_.load() == ActorState::kFailed
                                      ? InvalidReason::kActorFailed
                                      : InvalidReason::kActorStopped;
+    std::string why;  // R-ACT-6: the error (or stop reason), computed once per backlog
     while (MessageEnvelope* raw = queue_.pop()) {
       queued_.fetch_sub(1, std::memory_order_relaxed);
+      if (why.empty()) why = mailbox_->closed_detail();
       EnvelopePtr env(raw);
       std::string target = env->dest().to_string();
       MessageEnvelope::undeliverable(
-          std::move(env), DeliveryFailure::invalid_reference(std::move(target), reason), proc_);
+          std::move(env), DeliveryFailure::invalid_reference(std::move(target), reason, why),
+          proc_);
     }
   }
 

@@ -72,9 +72,45 @@ PortAddr Mailbox::port_addr(Port port) const { return owner_.port(port); }
 
 void Mailbox::set_state(MailboxState s) { state_.store(s, std::memory_order_seq_cst); }
 
-bool Mailbox::begin_stopping() {
+bool Mailbox::begin_stopping(std::string_view why) {
+  {
+    absl::MutexLock lock(&why_mu_);
+    if (stopping_why_.empty()) stopping_why_ = std::string(why);
+  }
   MailboxState open = MailboxState::kOpen;
   return state_.compare_exchange_strong(open, MailboxState::kStopping, std::memory_order_seq_cst);
+}
+
+void Mailbox::close(MailboxState final_state, std::string_view why) {
+  {
+    absl::MutexLock lock(&why_mu_);
+    closed_why_ = std::string(why);
+  }
+  set_state(final_state);
+  detach_handler_sink();
+}
+
+std::string Mailbox::closed_detail() const {
+  const MailboxState s = state();
+  absl::MutexLock lock(&why_mu_);
+  switch (s) {
+    case MailboxState::kOpen:
+      return {};
+    case MailboxState::kStopping:
+      return DeliveryFailure::clip_detail(
+          stopping_why_.empty() ? std::string("the actor is stopping")
+                                : absl::StrCat("the actor is stopping: ", stopping_why_));
+    case MailboxState::kStopped:
+      // "stopped" is the default reason: do not say it twice.
+      return DeliveryFailure::clip_detail(
+          closed_why_.empty() || closed_why_ == "stopped"
+              ? std::string("the actor stopped")
+              : absl::StrCat("the actor stopped: ", closed_why_));
+    case MailboxState::kFailed:
+      return DeliveryFailure::clip_detail(
+          closed_why_.empty() ? std::string() : absl::StrCat("the actor failed: ", closed_why_));
+  }
+  return {};
 }
 
 void Mailbox::detach_handler_sink() { handler_sink_.store(nullptr, std::memory_order_release); }
@@ -95,9 +131,11 @@ void Mailbox::post_unchecked(EnvelopePtr env, ReturnHandle& ret) {
     return;
   }
   MailboxState state = state_.load(std::memory_order_acquire);
-  if (state == MailboxState::kStopped || state == MailboxState::kFailed) {  // R-MBX-3
+  if (state == MailboxState::kStopped || state == MailboxState::kFailed) {  // R-MBX-3, R-ACT-6
     std::string target = env->dest().to_string();
-    fail(std::move(env), DeliveryFailure::invalid_reference(std::move(target), closed_reason(state)),
+    fail(std::move(env),
+         DeliveryFailure::invalid_reference(std::move(target), closed_reason(state),
+                                            closed_detail()),
          ret);
     return;
   }
@@ -162,10 +200,12 @@ void Mailbox::deliver_handler(EnvelopePtr env, ReturnHandle& ret) {
     // R-ACT-5: a stopping actor refuses new handler messages.
     std::string target = env->dest().to_string();
     const bool closed = now == MailboxState::kStopped || now == MailboxState::kFailed;
+    std::string why = closed_detail();  // R-ACT-6
+    if (why.empty() && !closed) why = "the actor is stopping";
     fail(std::move(env),
          DeliveryFailure::invalid_reference(
              std::move(target), closed ? closed_reason(now) : InvalidReason::kActorStopped,
-             closed ? std::string() : std::string("the actor is stopping")),
+             std::move(why)),
          ret);
     return;
   }

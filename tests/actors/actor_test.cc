@@ -415,6 +415,64 @@ TEST(Actor, R_ACT_5_EveryMessageIsEitherHandledOrRefusedNeverBoth) {
   }
 }
 
+TEST(Actor, R_ACT_6_StoppedAndStoppingRefusalsCarryTheStopReason) {
+  Fixture f(ProcOptions::deterministic());
+  std::vector<int> seen;
+  auto a = *spawn<Recorder>(f.proc, "rec", &seen);
+  a.stop("maintenance window");
+  a.ref().send(*f.client, Note{1});  // refused while stopping
+  const auto& stopping = root_of_next_return(*f.client);
+  EXPECT_EQ(stopping.invalid, InvalidReason::kActorStopped);
+  EXPECT_EQ(stopping.detail, "the actor is stopping: maintenance window");
+  f.proc.scheduler().run_until_idle();
+  ASSERT_EQ(a.status().state, ActorState::kStopped);
+  a.ref().send(*f.client, Note{2});  // refused by the tombstone
+  const auto& stopped = root_of_next_return(*f.client);
+  EXPECT_EQ(stopped.invalid, InvalidReason::kActorStopped);
+  EXPECT_EQ(stopped.detail, "the actor stopped: maintenance window");
+  EXPECT_NE(stopped.to_string().find("maintenance window"), std::string::npos)
+      << stopped.to_string();
+}
+
+TEST(Actor, R_ACT_6_FailedRefusalsAndReturnedBacklogCarryTheError) {
+  Fixture f(ProcOptions::deterministic());
+  std::vector<int> seen;
+  auto a = *spawn<Recorder>(f.proc, "rec", &seen);
+  a.ref().send(*f.client, Boom{});
+  a.ref().send(*f.client, Note{1});  // queued behind the failure: returned with the error
+  f.proc.scheduler().run_until_idle();
+  ASSERT_EQ(a.status().state, ActorState::kFailed);
+  const auto& backlog = root_of_next_return(*f.client);
+  EXPECT_EQ(backlog.invalid, InvalidReason::kActorFailed);
+  EXPECT_NE(backlog.detail.find("the actor failed: "), std::string::npos) << backlog.detail;
+  EXPECT_NE(backlog.detail.find("boom returned"), std::string::npos) << backlog.detail;
+  a.ref().send(*f.client, Note{2});
+  const auto& later = root_of_next_return(*f.client);
+  EXPECT_EQ(later.invalid, InvalidReason::kActorFailed);
+  EXPECT_NE(later.detail.find("boom returned"), std::string::npos) << later.detail;
+  EXPECT_TRUE(seen.empty());
+}
+
+TEST(Actor, R_ACT_6_ALongErrorIsBoundedInTheFailure) {
+  struct Verbose : Actor, Handles<Note> {
+    absl::Status handle(Context&, Note) override {
+      return absl::InternalError(std::string(1000, 'x') + "\nsecond line");
+    }
+  };
+  Fixture f(ProcOptions::deterministic());
+  auto a = *spawn<Verbose>(f.proc, "verbose");
+  a.ref().send(*f.client, Note{1});
+  f.proc.scheduler().run_until_idle();
+  ASSERT_EQ(a.status().state, ActorState::kFailed);
+  a.ref().send(*f.client, Note{2});
+  const auto& failure = root_of_next_return(*f.client);
+  EXPECT_EQ(failure.invalid, InvalidReason::kActorFailed);
+  EXPECT_LE(failure.detail.size(), runtime::DeliveryFailure::kMaxDetail);
+  EXPECT_NE(failure.detail.find("xxx"), std::string::npos);
+  EXPECT_EQ(failure.detail.find('\n'), std::string::npos);
+  EXPECT_LE(failure.to_string().size(), runtime::DeliveryFailure::kMaxLine);
+}
+
 // Sends a Note wherever told; records the hooks it went through.
 struct Policy : Actor, Handles<SendTo> {
   bool absorb_invalid;

@@ -188,6 +188,18 @@ TEST_F(ProcTest, R_ACT_4_AClosedClientStaysATombstone) {
       << "not ActorNotExist: " << root.to_string();
 }
 
+TEST_F(ProcTest, R_ACT_6_AClosedClientsTombstoneSaysWhy) {
+  PortAddr bob_returns;
+  {
+    auto bob = must(Client::attach(proc_, "bob"));
+    bob_returns = bob->mailbox()->port_addr(Port::handler(wire::type_hash<ProcPing>()));
+  }
+  send_ping(bob_returns);
+  DeliveryFailure root = next_failure();
+  EXPECT_EQ(root.invalid, InvalidReason::kActorStopped);
+  EXPECT_EQ(root.detail, "the actor stopped: the client was closed");
+}
+
 // --- Statistics ----------------------------------------------------------------------------------
 
 TEST_F(ProcTest, R_FAIL_4_StatsCountPostedAndDelivered) {

@@ -48,6 +48,10 @@ struct DeliveryFailure {
   // Longest rendering of `to_string()`; longer lines are cut at a character boundary and end
   // with "...".
   static constexpr size_t kMaxLine = 240;
+  // Longest `detail` a runtime failure carries (R-ACT-6: an actor's error can be long; the
+  // detail travels with the envelope). `clip_detail` cuts at a character boundary, ends "...".
+  static constexpr size_t kMaxDetail = 160;
+  static std::string clip_detail(std::string_view text);
 
   FailureKind kind = FailureKind::kInvalidReference;
   InvalidReason invalid = InvalidReason::kNone;
