@@ -13,8 +13,13 @@ ProcId default_proc_id() {
   return ProcId{Uid::random(kProc)};
 }
 
+// R-ADDR-4: `inproc://<instance number>`. A named proc (a singleton uid, whose number is 0) or
+// instance 0 gets a random non-zero number instead, drawn like an instance number, so no two
+// procs of a process print as `inproc://0` (the "any free number" of the inproc transport).
 Location default_location(const ProcId& id) {
-  return Location::addr(*ChannelAddr::parse(absl::StrCat("inproc://", id.uid.number())));
+  uint64_t number = id.uid.is_singleton() ? 0 : id.uid.number();
+  while (number == 0) number = Uid::random().number();
+  return Location::addr(ChannelAddr::inproc(number));
 }
 
 }  // namespace

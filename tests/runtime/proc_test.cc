@@ -290,5 +290,25 @@ TEST(ProcDefaults, R_ADDR_4_DefaultIdAndInprocLocation) {
   EXPECT_EQ(c.actor_addr(uid("x")).id.proc, c.id());
 }
 
+TEST(ProcDefaults, R_ADDR_4_NamedProcsGetDistinctDefaultLocationsNeverInproc0) {
+  ProcOptions first = ProcOptions::deterministic();
+  first.id = ProcId{uid("named")};
+  ProcOptions second = ProcOptions::deterministic();
+  second.id = ProcId{uid("other")};
+  Proc a(first);
+  Proc b(second);
+  Proc c(first);  // the same name again (two procs of one process may share a name)
+  for (const Proc* p : {&a, &b, &c}) {
+    EXPECT_NE(p->location().to_string(), "inproc://0") << p->addr().to_string();
+    EXPECT_EQ(p->location().to_string().rfind("inproc://", 0), 0u) << p->addr().to_string();
+  }
+  EXPECT_FALSE(a.location() == b.location()) << a.location().to_string();
+  EXPECT_FALSE(a.location() == c.location()) << a.location().to_string();
+  // An instance proc keeps its number as its location.
+  ProcOptions instance = ProcOptions::deterministic();
+  instance.id = ProcId{Uid::instance(4242)};
+  EXPECT_EQ(Proc(instance).location().to_string(), "inproc://4242");
+}
+
 }  // namespace
 }  // namespace postal::runtime

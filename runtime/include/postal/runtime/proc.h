@@ -33,7 +33,8 @@ namespace postal::runtime {
 
 struct ProcOptions {
   std::optional<ProcId> id;                // default: a random instance labelled "proc"
-  std::optional<Location> location;        // default: inproc://<instance number>
+  std::optional<Location> location;        // default: inproc://<instance number>; a named
+                                           // proc (singleton id): inproc://<random number>
   SchedulerOptions scheduler;
   uint8_t default_ttl = kDefaultTtl;       // R-ENV-2; 0 means the default (nothing could be sent)
 
