@@ -134,4 +134,41 @@ std::string DeliveryFailure::to_string() const {
   return line;
 }
 
+absl::Status DeliveryFailure::to_status() const {
+  absl::StatusCode code = absl::StatusCode::kUnknown;
+  switch (kind) {
+    case FailureKind::kInvalidReference:
+      switch (invalid) {
+        case InvalidReason::kActorNotExist:
+        case InvalidReason::kPortNeverAllocated:
+          code = absl::StatusCode::kNotFound;
+          break;
+        case InvalidReason::kHandlerNotBound:
+          code = absl::StatusCode::kUnimplemented;
+          break;
+        case InvalidReason::kActorStopped:
+        case InvalidReason::kActorFailed:
+          code = absl::StatusCode::kFailedPrecondition;
+          break;
+        case InvalidReason::kProtocolMismatch:
+        case InvalidReason::kWrongMailboxOwner:
+          code = absl::StatusCode::kInvalidArgument;
+          break;
+        case InvalidReason::kNone:
+          break;
+      }
+      break;
+    case FailureKind::kPortGone:
+      code = absl::StatusCode::kFailedPrecondition;
+      break;
+    case FailureKind::kExpired:
+      code = absl::StatusCode::kDeadlineExceeded;
+      break;
+    case FailureKind::kTransport:
+      code = absl::StatusCode::kUnavailable;
+      break;
+  }
+  return absl::Status(code, to_string());
+}
+
 }  // namespace postal::runtime

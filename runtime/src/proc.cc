@@ -102,6 +102,63 @@ void Proc::send(EnvelopePtr env, Mailbox* local) {
   post(std::move(env), *this);
 }
 
+namespace {
+
+// R-FAIL-6: the return handle of `try_post`'s local part: keeps the failure instead of returning
+// the envelope. Used only for calls that complete before `try_post` returns (the muxer and a
+// local mailbox never keep the handle), never handed to the forwarder.
+class CaptureFailure final : public ReturnHandle {
+ public:
+  void return_envelope(EnvelopePtr env) override { keep(*env); }
+  void drop(EnvelopePtr env, DropCause) override { keep(*env); }
+  const std::optional<DeliveryFailure>& failure() const { return failure_; }
+
+ private:
+  void keep(const MessageEnvelope& env) {
+    if (!failure_ && !env.delivery_failures().empty()) failure_ = env.delivery_failures().back();
+  }
+  std::optional<DeliveryFailure> failure_;
+};
+
+}  // namespace
+
+absl::Status Proc::try_post(EnvelopePtr env, Mailbox* local) {
+  stats_.add(Counter::kPosted);
+  trace(TraceEventKind::kPosted, *env);
+  CaptureFailure capture;
+  if (env->ttl() == 0) {  // R-ENV-3
+    std::string target = env->dest().to_string();
+    MessageEnvelope::undeliverable(std::move(env), DeliveryFailure::expired(std::move(target)),
+                                   capture);
+  } else {
+    env->set_ttl(env->ttl() - 1);
+    std::shared_ptr<Mailbox> found;
+    if (local == nullptr || &local->proc() != this) {
+      const ActorId& dest = env->next_hop().id.actor;
+      if (!(dest.proc == id_)) {
+        MailboxSender* forwarder = forwarder_.load(std::memory_order_acquire);
+        if (forwarder == &no_route_) {
+          no_route_.post_unchecked(std::move(env), capture);  // known here: no route
+        } else {
+          forwarder->post_unchecked(std::move(env), *this);  // beyond here: asynchronous
+          return absl::OkStatus();
+        }
+      } else if ((found = lookup(dest)) == nullptr) {
+        std::string target = env->dest().to_string();
+        MessageEnvelope::undeliverable(
+            std::move(env),
+            DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kActorNotExist),
+            capture);
+      }
+      local = found.get();
+    }
+    if (env) local->post_unchecked(std::move(env), capture);
+  }
+  if (!capture.failure()) return absl::OkStatus();
+  stats_.failure(capture.failure()->kind);
+  return capture.failure()->to_status();
+}
+
 void Proc::post_unchecked(EnvelopePtr env, ReturnHandle& ret) {
   const ActorId& dest = env->next_hop().id.actor;
   if (!(dest.proc == id_)) {

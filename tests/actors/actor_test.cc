@@ -473,6 +473,36 @@ TEST(Actor, R_ACT_6_ALongErrorIsBoundedInTheFailure) {
   EXPECT_LE(failure.to_string().size(), runtime::DeliveryFailure::kMaxLine);
 }
 
+TEST(Actor, R_FAIL_6_TrySendToAStoppedOrFailedActorFailsAtTheCall) {
+  Fixture f(ProcOptions::deterministic());
+  std::vector<int> seen;
+  auto live = *spawn<Recorder>(f.proc, "live", &seen);
+  auto stopped = *spawn<Recorder>(f.proc, "stopped", &seen);
+  auto failed = *spawn<Recorder>(f.proc, "failed", &seen);
+  EXPECT_TRUE(live.ref().try_send(*f.client, Note{1}).ok());
+  stopped.stop("closed for the day");
+  absl::Status stopping = stopped.ref().try_send(*f.client, Note{2});
+  EXPECT_EQ(stopping.code(), absl::StatusCode::kFailedPrecondition) << stopping;
+  EXPECT_NE(stopping.message().find("the actor is stopping: closed for the day"),
+            std::string::npos)
+      << stopping;
+  failed.ref().send(*f.client, Boom{});
+  f.proc.scheduler().run_until_idle();
+  ASSERT_EQ(failed.status().state, ActorState::kFailed);
+
+  absl::Status s = stopped.ref().try_send(*f.client, Note{3});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("actor stopped"), std::string::npos) << s;
+  absl::Status fs = failed.ref().port<Note>().try_send(*f.client, Note{4});
+  EXPECT_EQ(fs.code(), absl::StatusCode::kFailedPrecondition) << fs;
+  EXPECT_NE(fs.message().find("actor failed"), std::string::npos) << fs;
+  EXPECT_NE(fs.message().find("boom returned"), std::string::npos) << fs;
+  EXPECT_EQ(seen, (std::vector<int>{1}));
+  EXPECT_EQ(f.client->next_undeliverable(absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kDeadlineExceeded)
+      << "a refusal reported at the call is not also returned";
+}
+
 // Sends a Note wherever told; records the hooks it went through.
 struct Policy : Actor, Handles<SendTo> {
   bool absorb_invalid;

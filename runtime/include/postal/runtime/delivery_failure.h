@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
+
 namespace postal::runtime {
 
 enum class FailureKind : uint8_t {
@@ -77,6 +79,15 @@ struct DeliveryFailure {
 
   // One line, at most kMaxLine bytes: "deliver to <target>: <kind>: <reason> (<detail>)".
   std::string to_string() const;
+
+  // R-FAIL-6: the failure as a synchronous result (`Proc::try_post`), message = `to_string()`:
+  //   ActorNotExist, PortNeverAllocated               → NotFound
+  //   HandlerNotBound                                 → Unimplemented
+  //   ActorStopped, ActorFailed, PortGone             → FailedPrecondition
+  //   ProtocolMismatch, WrongMailboxOwner             → InvalidArgument
+  //   Expired                                         → DeadlineExceeded
+  //   Transport (any reason)                          → Unavailable
+  absl::Status to_status() const;
 
   bool operator==(const DeliveryFailure&) const = default;
 

@@ -10,6 +10,14 @@
 // `return_undeliverable = false`, so a return that fails is dropped — counted and logged once per
 // cause, rate limited (R-FAIL-4) — and never bounced again.
 //
+// `send` reports every failure asynchronously, as a returned envelope. `try_post` (R-FAIL-6) is
+// the synchronous variant for the local part of the path: a refusal this proc can see at once —
+// TTL expired, actor does not exist, stopped or failed, handler not bound, port never allocated
+// or gone, payload of the wrong type, no forwarder for another proc — comes back as the call's
+// `absl::Status` (`DeliveryFailure::to_status`) and the envelope is not returned (it is counted
+// as a failure of its kind, not as returned). An envelope for another proc returns OK once the
+// forwarder has it; what fails beyond that point comes back asynchronously, as with `send`.
+//
 // Stopped actors stay in the muxer as closed mailboxes (tombstones, R-ACT-4).
 #pragma once
 
@@ -91,6 +99,9 @@ class Proc final : public MailboxSender, public ReturnHandle {
 
   // Posts with the proc as return handle; `local` is a resolved destination mailbox (fast path).
   void send(EnvelopePtr env, Mailbox* local = nullptr);
+  // R-FAIL-6: like `send`, but a local refusal is the result instead of a returned envelope
+  // (see the header comment). OK means delivered to a local port or handed to the forwarder.
+  absl::Status try_post(EnvelopePtr env, Mailbox* local = nullptr);
 
   void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
 
