@@ -233,6 +233,50 @@ TEST(Actor, RequestToAStoppedActorFailsAtOnceNotAtTheDeadline) {
   EXPECT_EQ(requester.status().state, ActorState::kIdle);
 }
 
+// Asks `to` in its handler and answers with what it got: a request inside a request.
+struct Relay : Actor, Handles<Ask> {
+  PortRef<Ask> to;
+  explicit Relay(PortRef<Ask> t) : to(std::move(t)) {}
+  absl::Status handle(Context& cx, Ask a) override {
+    absl::StatusOr<int> r = runtime::request(cx, to, Ask{a.n, {}}, kDeadline);
+    if (!r.ok()) return r.status();
+    a.reply_to.send(cx, *r + 1);
+    return absl::OkStatus();
+  }
+};
+
+TEST(Actor, R_ACT_8_ClientRequestOnADeterministicProcDrivesTheSteps) {
+  Fixture f(ProcOptions::deterministic());
+  auto server = *spawn<Server>(f.proc, "server");
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int> got = server.ref().request(*f.client, Ask{21, {}}, absl::Minutes(1));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, 42);
+  // A one-minute deadline: only the driven steps can answer within the test deadline.
+  EXPECT_LT(absl::Now() - start, kDeadline);
+
+  // A request whose handler makes a request of its own: the blocked handler ends its step and
+  // the client keeps stepping until the inner reply resumes it.
+  auto relay = *spawn<Relay>(f.proc, "relay", server.ref().port<Ask>());
+  got = relay.ref().request(*f.client, Ask{5, {}}, absl::Minutes(1));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, 11);
+  EXPECT_LT(absl::Now() - start, kDeadline);
+}
+
+TEST(Actor, R_ACT_8_DeterministicRequestToAStoppedActorFailsAtOnce) {
+  Fixture f(ProcOptions::deterministic());
+  auto server = *spawn<Server>(f.proc, "server");
+  server.stop("gone fishing");
+  f.proc.scheduler().run_until_idle();
+  ASSERT_EQ(server.status().state, ActorState::kStopped);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int> got = server.ref().request(*f.client, Ask{1, {}}, absl::Minutes(1));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  EXPECT_NE(got.status().message().find("gone fishing"), std::string::npos) << got.status();
+  EXPECT_LT(absl::Now() - start, kDeadline);
+}
+
 TEST(Actor, R_ACT_3_HandlerErrorOrExceptionFailsTheActor) {
   for (bool throw_instead : {false, true}) {
     Fixture f(ProcOptions::deterministic());

@@ -158,6 +158,8 @@ class PortReceiver {
   }
 
   uint64_t index() const { return index_; }
+  // Whether a message (or the failure of the request behind this port) is waiting.
+  bool ready() const { return queue_->ready(); }
 
  private:
   void close() {
@@ -214,6 +216,13 @@ OpenOncePort<T> open_once_port(SendContext& cx) {
 // on the calling fiber (a handler's worker keeps running other actors meanwhile). Fails with
 // DeadlineExceeded after `timeout`, or at once with Unavailable when the request comes back
 // undeliverable (its failure line is the message).
+//
+// R-ACT-8: on a deterministic proc nothing runs unless someone steps the scheduler. A request
+// made outside a step (a test's Client) therefore drives `scheduler().step()` itself until the
+// reply or a failure arrives or nothing is runnable, then waits as usual (what is left of the
+// wait can only end with a reply from another thread, or DeadlineExceeded). A request made by a
+// handler that a step is running keeps the step's rule (R-ACT-2): the step returns and the test
+// keeps stepping.
 template <wire::RegisteredMessage Req>
   requires requires(Req r) { r.reply_to; typename Req::Reply; }
 absl::StatusOr<typename Req::Reply> request(SendContext& cx, const PortRef<Req>& to, Req req,
@@ -223,6 +232,11 @@ absl::StatusOr<typename Req::Reply> request(SendContext& cx, const PortRef<Req>&
   wire::Headers headers;
   headers.set(kReplyPortHeader, receiver.index());
   to.send(cx, std::move(req), std::move(headers));
+  Scheduler& sched = cx.proc().scheduler();
+  if (sched.manual() && !sched.stepping()) {  // R-ACT-8
+    while (!receiver.ready() && sched.step()) {
+    }
+  }
   return receiver.recv(timeout);
 }
 
