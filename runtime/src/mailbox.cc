@@ -85,9 +85,22 @@ void Mailbox::close(MailboxState final_state, std::string_view why) {
   {
     absl::MutexLock lock(&why_mu_);
     closed_why_ = std::string(why);
+    closed_at_ = proc_.now();
   }
   set_state(final_state);
   detach_handler_sink();
+  proc_.tombstoned(*this);  // R-ACT-7: reaped after the proc's grace period
+}
+
+std::optional<absl::Time> Mailbox::closed_at() const {
+  absl::MutexLock lock(&why_mu_);
+  return closed_at_;
+}
+
+bool Mailbox::reapable() const {
+  const MailboxState s = state();
+  if (s != MailboxState::kStopped && s != MailboxState::kFailed) return false;
+  return sink_owner_ == nullptr || sink_owner_->finished();
 }
 
 std::string Mailbox::closed_detail() const {
@@ -133,6 +146,12 @@ void Mailbox::post_unchecked(EnvelopePtr env, ReturnHandle& ret) {
   MailboxState state = state_.load(std::memory_order_acquire);
   if (state == MailboxState::kStopped || state == MailboxState::kFailed) {  // R-MBX-3, R-ACT-6
     std::string target = env->dest().to_string();
+    if (proc_.reaped(*this)) {  // R-ACT-7: past its grace, even through a resolved reference
+      fail(std::move(env),
+           DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kActorNotExist),
+           ret);
+      return;
+    }
     fail(std::move(env),
          DeliveryFailure::invalid_reference(std::move(target), closed_reason(state),
                                             closed_detail()),

@@ -43,7 +43,10 @@ Proc::Proc(ProcOptions options)
       system_addr_(actor_addr(Uid::singleton(*Label::parse("postal-system")))),
       default_ttl_(options.default_ttl == 0 ? kDefaultTtl : options.default_ttl),
       scheduler_(options.scheduler),
-      forwarder_(&no_route_) {
+      forwarder_(&no_route_),
+      clock_(std::move(options.clock)),
+      tombstone_grace_(options.tombstone_grace < absl::ZeroDuration() ? absl::ZeroDuration()
+                                                                       : options.tombstone_grace) {
   disable_mutex_deadlock_detection();
   scheduler_.start();
 }
@@ -60,7 +63,9 @@ absl::Status Proc::attach(std::shared_ptr<Mailbox> mailbox) {
     return absl::InvalidArgumentError(absl::StrCat("mailbox of ", id.to_string(),
                                                    " cannot attach to proc ", id_.to_string()));
   }
+  std::vector<std::shared_ptr<Mailbox>> to_free;  // freed after the lock is released
   absl::MutexLock lock(&muxer_mu_);
+  sweep(to_free);  // R-ACT-7: every spawn reaps what has outlived its grace
   auto [it, inserted] = muxer_.try_emplace(id.uid, std::move(mailbox));
   if (!inserted) {
     return absl::AlreadyExistsError(
@@ -71,9 +76,64 @@ absl::Status Proc::attach(std::shared_ptr<Mailbox> mailbox) {
 
 std::shared_ptr<Mailbox> Proc::lookup(const ActorId& id) const {
   if (!(id.proc == id_)) return nullptr;
-  absl::ReaderMutexLock lock(&muxer_mu_);
-  auto it = muxer_.find(id.uid);
-  return it == muxer_.end() ? nullptr : it->second;
+  std::shared_ptr<Mailbox> found;
+  {
+    absl::ReaderMutexLock lock(&muxer_mu_);
+    auto it = muxer_.find(id.uid);
+    if (it == muxer_.end()) return nullptr;
+    found = it->second;
+  }
+  // R-ACT-7: a tombstone past its grace is gone, whether or not a sweep removed it yet.
+  const MailboxState s = found->state();
+  if ((s == MailboxState::kStopped || s == MailboxState::kFailed) && expired(*found)) {
+    return nullptr;
+  }
+  return found;
+}
+
+bool Proc::expired(const Mailbox& mailbox) const {
+  if (tombstone_grace_ == absl::InfiniteDuration()) return false;
+  std::optional<absl::Time> closed = mailbox.closed_at();
+  return closed && now() >= *closed + tombstone_grace_;
+}
+
+void Proc::tombstoned(const Mailbox& mailbox) {
+  if (tombstone_grace_ == absl::InfiniteDuration()) return;  // kept for the proc's life
+  std::optional<absl::Time> closed = mailbox.closed_at();
+  if (!closed) return;
+  absl::MutexLock lock(&muxer_mu_);
+  auto it = muxer_.find(mailbox.owner().id.uid);
+  if (it == muxer_.end() || it->second.get() != &mailbox) return;  // not attached here
+  tombstones_.push_back(Tombstone{*closed + tombstone_grace_, it->first, &mailbox});
+}
+
+size_t Proc::sweep(std::vector<std::shared_ptr<Mailbox>>& to_free) {
+  size_t removed = 0;
+  if (!tombstones_.empty()) {
+    const absl::Time t = now();
+    // Oldest first: with one grace period for the proc, closing order is due order.
+    while (!tombstones_.empty() && tombstones_.front().due <= t) {
+      Tombstone stone = tombstones_.front();
+      tombstones_.pop_front();
+      auto it = muxer_.find(stone.uid);
+      if (it == muxer_.end() || it->second.get() != stone.mailbox) continue;
+      graveyard_.push_back(std::move(it->second));
+      muxer_.erase(it);
+      ++removed;
+    }
+  }
+  // Free what is done with its mailbox; an actor still ending its last slice waits here.
+  for (std::shared_ptr<Mailbox>& m : graveyard_) {
+    if (m->reapable()) to_free.push_back(std::move(m));
+  }
+  std::erase(graveyard_, nullptr);
+  return removed;
+}
+
+size_t Proc::reap_tombstones() {
+  std::vector<std::shared_ptr<Mailbox>> to_free;
+  absl::MutexLock lock(&muxer_mu_);
+  return sweep(to_free);
 }
 
 size_t Proc::mailbox_count() const {

@@ -376,6 +376,168 @@ TEST(Actor, R_ACT_4_StoppedAndFailedActorsLeaveTombstones) {
   EXPECT_TRUE(seen.empty());
 }
 
+// A short-lived actor: counts its init, fails on Boom.
+struct Brief : Actor, Handles<Note, Boom> {
+  std::atomic<int>* started;
+  explicit Brief(std::atomic<int>* s) : started(s) {}
+  absl::Status init(Context&) override {
+    started->fetch_add(1, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context&, Note) override { return absl::OkStatus(); }
+  absl::Status handle(Context&, Boom) override { return absl::InternalError("brief boom"); }
+};
+
+// A deterministic proc whose clock the test moves, with the given tombstone grace.
+struct ClockedFixture {
+  absl::Time now = absl::FromUnixSeconds(1'000'000);
+  Fixture f;
+  explicit ClockedFixture(absl::Duration grace) : f(options(grace, &now)) {}
+  static ProcOptions options(absl::Duration grace, const absl::Time* now) {
+    ProcOptions o = ProcOptions::deterministic();
+    o.tombstone_grace = grace;
+    o.clock = [now] { return *now; };
+    return o;
+  }
+};
+
+TEST(Actor, R_ACT_7_ATombstoneIsReapedAfterItsGraceAndItsNameIsFree) {
+  ClockedFixture c(absl::Minutes(1));
+  Fixture& f = c.f;
+  std::vector<int> seen;
+  auto stopped = *spawn<Recorder>(f.proc, "stopped", &seen);
+  auto failed = *spawn<Recorder>(f.proc, "failed", &seen);
+  stopped.stop();
+  failed.ref().send(*f.client, Boom{});
+  f.proc.scheduler().run_until_idle();
+  ASSERT_EQ(stopped.status().state, ActorState::kStopped);
+  ASSERT_EQ(failed.status().state, ActorState::kFailed);
+
+  c.now += absl::Seconds(59);  // within the grace: tombstones
+  stopped.ref().send(*f.client, Note{1});
+  EXPECT_EQ(root_of_next_return(*f.client).invalid, InvalidReason::kActorStopped);
+  failed.ref().send(*f.client, Note{2});
+  EXPECT_EQ(root_of_next_return(*f.client).invalid, InvalidReason::kActorFailed);
+  EXPECT_EQ(spawn<Recorder>(f.proc, "stopped", &seen).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(f.proc.mailbox_count(), 3u);
+
+  c.now += absl::Seconds(2);  // past it: gone, even before anything sweeps
+  stopped.ref().send(*f.client, Note{3});
+  EXPECT_EQ(root_of_next_return(*f.client).invalid, InvalidReason::kActorNotExist);
+  failed.ref().send(*f.client, Note{4});
+  EXPECT_EQ(root_of_next_return(*f.client).invalid, InvalidReason::kActorNotExist);
+  EXPECT_EQ(f.proc.reap_tombstones(), 2u);
+  EXPECT_EQ(f.proc.mailbox_count(), 1u) << "only the client is left";
+
+  // The name is free again: a new actor answers to it.
+  auto again = spawn<Recorder>(f.proc, "stopped", &seen);
+  ASSERT_TRUE(again.ok()) << again.status();
+  again->ref().send(*f.client, Note{5});
+  f.proc.scheduler().run_until_idle();
+  EXPECT_EQ(seen, (std::vector<int>{5}));
+}
+
+TEST(Actor, R_ACT_7_ZeroGraceReapsAtOnceAndAnInfiniteOneNever) {
+  {
+    ClockedFixture c(absl::ZeroDuration());
+    std::vector<int> seen;
+    auto a = *spawn<Recorder>(c.f.proc, "rec", &seen);
+    a.stop();
+    c.f.proc.scheduler().run_until_idle();
+    a.ref().send(*c.f.client, Note{1});
+    EXPECT_EQ(root_of_next_return(*c.f.client).invalid, InvalidReason::kActorNotExist);
+  }
+  {
+    ClockedFixture c(absl::InfiniteDuration());
+    std::vector<int> seen;
+    auto a = *spawn<Recorder>(c.f.proc, "rec", &seen);
+    a.stop();
+    c.f.proc.scheduler().run_until_idle();
+    c.now += absl::Hours(24 * 365);
+    EXPECT_EQ(c.f.proc.reap_tombstones(), 0u);
+    a.ref().send(*c.f.client, Note{1});
+    EXPECT_EQ(root_of_next_return(*c.f.client).invalid, InvalidReason::kActorStopped);
+  }
+}
+
+// Memory of a proc that churns actors stays flat: the muxer holds the live actors plus the
+// tombstones still in their grace, not every actor that ever lived.
+TEST(Actor, R_ACT_7_ChurningTwoHundredThousandActorsKeepsTheMuxerBounded) {
+  ClockedFixture c(absl::Seconds(10));
+  Fixture& f = c.f;
+  std::atomic<int> started{0};
+  size_t most = 0;
+  constexpr int kCycles = 200'000;
+  // Sixteen names in turn: each comes back after sixteen cycles, past its tombstone's grace.
+  std::vector<std::string> names;
+  for (int n = 0; n < 16; ++n) names.push_back("churn-" + std::to_string(n));
+  for (int i = 0; i < kCycles; ++i) {
+    auto a = spawn<Brief>(f.proc, names[i % names.size()], &started);
+    ASSERT_TRUE(a.ok()) << "cycle " << i << ": " << a.status();
+    a->stop();
+    f.proc.scheduler().run_until_idle();
+    c.now += absl::Seconds(1);  // each tombstone lives ten cycles
+    most = std::max(most, f.proc.mailbox_count());
+  }
+  EXPECT_EQ(started.load(), kCycles);
+  EXPECT_LE(most, 13u) << "the client, one live actor, ~10 tombstones in their grace";
+}
+
+// Children churned by a long-lived parent are reaped too, and the parent forgets them.
+struct Churner : Actor, Handles<Note> {
+  std::atomic<int>* started;
+  explicit Churner(std::atomic<int>* s) : started(s) {}
+  absl::Status handle(Context& cx, Note m) override {
+    for (int i = 0; i < m.n; ++i) {
+      absl::StatusOr<ActorHandle<Brief>> child = cx.spawn<Brief>("leaf", started);
+      if (!child.ok()) return child.status();
+      child->stop();
+    }
+    return absl::OkStatus();
+  }
+};
+
+TEST(Actor, R_ACT_7_ChildrenOfALongLivedParentAreReaped) {
+  ClockedFixture c(absl::ZeroDuration());
+  Fixture& f = c.f;
+  std::atomic<int> started{0};
+  auto parent = *spawn<Churner>(f.proc, "parent", &started);
+  size_t most = 0;
+  for (int round = 0; round < 100; ++round) {
+    parent.ref().send(*f.client, Note{500});
+    f.proc.scheduler().run_until_idle();
+    most = std::max(most, f.proc.mailbox_count());
+  }
+  EXPECT_EQ(started.load(), 100 * 500);
+  f.proc.reap_tombstones();
+  EXPECT_EQ(f.proc.mailbox_count(), 2u) << "the client and the parent";
+  EXPECT_LE(most, 510u) << "one round of children at most";
+  EXPECT_EQ(parent.status().state, ActorState::kIdle);
+  parent.stop();  // stops no reaped child (they are gone), and ends cleanly
+  f.proc.scheduler().run_until_idle();
+  EXPECT_EQ(parent.status().state, ActorState::kStopped);
+}
+
+// Reaping while actors end on worker threads: a reaped mailbox is freed only after its actor's
+// last slice (run under AddressSanitizer, this is the use-after-free check).
+TEST(Actor, R_ACT_7_ReapingRacesNoEndingActor) {
+  ProcOptions o = ProcOptions::threads(2);
+  o.tombstone_grace = absl::ZeroDuration();
+  Fixture f(o);
+  std::atomic<int> started{0};
+  for (int i = 0; i < 5'000; ++i) {
+    auto a = spawn<Brief>(f.proc, "racer", &started);
+    ASSERT_TRUE(a.ok()) << "cycle " << i << ": " << a.status();
+    a->ref().send(*f.client, Note{i});
+    if (i % 50 == 0) a->ref().send(*f.client, Boom{});
+    a->stop();
+    ASSERT_TRUE(a->wait(kDeadline).ok());
+  }
+  f.proc.reap_tombstones();
+  EXPECT_LE(f.proc.mailbox_count(), 3u);
+}
+
 TEST(Actor, R_ACT_5_StopDrainsQueuedMessagesAndRefusesNewOnes) {
   Fixture f(ProcOptions::deterministic());
   std::vector<int> seen;

@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "postal/runtime/address.h"
 #include "postal/runtime/mailbox_sender.h"
 #include "postal/runtime/port_sink.h"
@@ -84,6 +86,10 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   // R-ACT-6: the bounded detail of an ActorStopped / ActorFailed failure in the current state
   // ("the actor is stopping: …", "the actor stopped: …", "the actor failed: …"; empty if none).
   std::string closed_detail() const;
+  // R-ACT-7: when the mailbox closed (the proc's clock); nullopt while open or stopping.
+  std::optional<absl::Time> closed_at() const;
+  // R-ACT-7: closed, and its handler sink is done with it: freeing it touches nothing live.
+  bool reapable() const;
   // R-ACT-5: whether a handler-port delivery that may have seen the mailbox open is still
   // between its state check and its sink. A stopping sink closes only when this is false.
   bool admitting() const { return admitting_.load(std::memory_order_seq_cst) != 0; }
@@ -123,6 +129,7 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   mutable absl::Mutex why_mu_;
   std::string stopping_why_ ABSL_GUARDED_BY(why_mu_);
   std::string closed_why_ ABSL_GUARDED_BY(why_mu_);
+  std::optional<absl::Time> closed_at_ ABSL_GUARDED_BY(why_mu_);
   std::atomic<EphemeralTable*> ephemeral_{nullptr};
 };
 
