@@ -87,10 +87,10 @@ class ActorCell final : public Context,
       mailbox_->begin_stopping(reason);  // R-ACT-6: refusals say why
       reason_ = std::move(reason);
       stop_requested_.store(true, std::memory_order_seq_cst);
-      // Under the lock: the cell cannot terminate meanwhile, so this never schedules a cell
-      // that has already run its last slice (R-ACT-7).
-      wake();
     }
+    // Never schedules a cell that ran its last slice (R-ACT-7): terminating leaves `scheduled_`
+    // set for good, so this finds it set and does nothing.
+    wake();
   }
 
   // --- ActorControl ---
