@@ -1,5 +1,6 @@
 #include "postal/runtime/proc.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -45,8 +46,7 @@ Proc::Proc(ProcOptions options)
       scheduler_(options.scheduler),
       forwarder_(&no_route_),
       clock_(std::move(options.clock)),
-      tombstone_grace_(options.tombstone_grace < absl::ZeroDuration() ? absl::ZeroDuration()
-                                                                       : options.tombstone_grace) {
+      tombstone_grace_(std::max(options.tombstone_grace, absl::ZeroDuration())) {
   disable_mutex_deadlock_detection();
   scheduler_.start();
 }

@@ -568,7 +568,7 @@ struct Tally : Actor, Handles<Note> {
 // and the cell's "queue empty, finish stopping"; many rounds of senders racing a stop make a
 // lost admission show up as a message both counted delivered and returned.
 TEST(Actor, R_ACT_5_EveryMessageIsEitherHandledOrRefusedNeverBoth) {
-  constexpr int kRounds = 40, kSenders = 3, kPer = 300;
+  constexpr int kRounds = 20, kSenders = 3, kPer = 300;
   for (int round = 0; round < kRounds; ++round) {
     Fixture f(ProcOptions::threads(2));
     std::atomic<int> handled{0};
@@ -582,7 +582,8 @@ TEST(Actor, R_ACT_5_EveryMessageIsEitherHandledOrRefusedNeverBoth) {
         wire::type_hash<Note>()});
     std::vector<std::unique_ptr<Client>> clients;
     for (int t = 0; t < kSenders; ++t) {
-      clients.push_back(*Client::attach(f.proc, "sender" + std::string(1, static_cast<char>('a' + t))));
+      clients.push_back(
+          *Client::attach(f.proc, "sender" + std::string(1, static_cast<char>('a' + t))));
     }
     std::atomic<bool> go{false};
     std::vector<std::thread> senders;

@@ -205,8 +205,8 @@ TEST_F(ProcTest, R_ACT_6_AClosedClientsTombstoneSaysWhy) {
 class TryPostTest : public ProcTest {
  protected:
   absl::Status try_ping(PortAddr to, uint8_t ttl = kDefaultTtl) {
-    return proc_.try_post(
-        MessageEnvelope::make(client_->self_addr(), std::move(to), wire::Any::make(ProcPing{1}), ttl));
+    return proc_.try_post(MessageEnvelope::make(client_->self_addr(), std::move(to),
+                                                wire::Any::make(ProcPing{1}), ttl));
   }
   // A refusal is the result: nothing comes back, nothing is counted returned.
   void expect_refused_not_returned() {
