@@ -25,8 +25,7 @@ Client::Client(Proc& proc, std::shared_ptr<Mailbox> mailbox, std::shared_ptr<Rec
     : proc_(proc), mailbox_(std::move(mailbox)), returns_(std::move(returns)) {}
 
 Client::~Client() {
-  mailbox_->set_state(MailboxState::kStopped);  // stays as a tombstone (R-ACT-4)
-  mailbox_->detach_handler_sink();
+  mailbox_->close(MailboxState::kStopped, "the client was closed");  // a tombstone (R-ACT-4)
   while (returns_->try_pop()) {
   }  // the tombstone keeps the queue; not what nobody will read
 }

@@ -85,6 +85,29 @@ DeliveryFailure DeliveryFailure::expired(std::string target) {
   return f;
 }
 
+namespace {
+
+// Cuts `text` to at most `max` bytes (ending "..."), never inside a UTF-8 character.
+void cut_at(std::string& text, size_t max) {
+  if (text.size() <= max) return;
+  size_t cut = max - 3;
+  // Back up over UTF-8 continuation bytes so that no character is split.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  text.resize(cut);
+  text += "...";
+}
+
+}  // namespace
+
+std::string DeliveryFailure::clip_detail(std::string_view text) {
+  std::string out(text.substr(0, kMaxDetail + 4));  // enough to find a boundary
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  cut_at(out, kMaxDetail);
+  return out;
+}
+
 std::string DeliveryFailure::to_string() const {
   std::string line = absl::StrCat("deliver to ", target, ": ", sv(runtime::to_string(kind)));
   switch (kind) {
@@ -107,14 +130,45 @@ std::string DeliveryFailure::to_string() const {
   for (char& c : line) {
     if (c == '\n' || c == '\r') c = ' ';
   }
-  if (line.size() > kMaxLine) {
-    size_t cut = kMaxLine - 3;
-    // Back up over UTF-8 continuation bytes so that no character is split.
-    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
-    line.resize(cut);
-    line += "...";
-  }
+  cut_at(line, kMaxLine);
   return line;
+}
+
+absl::Status DeliveryFailure::to_status() const {
+  absl::StatusCode code = absl::StatusCode::kUnknown;
+  switch (kind) {
+    case FailureKind::kInvalidReference:
+      switch (invalid) {
+        case InvalidReason::kActorNotExist:
+        case InvalidReason::kPortNeverAllocated:
+          code = absl::StatusCode::kNotFound;
+          break;
+        case InvalidReason::kHandlerNotBound:
+          code = absl::StatusCode::kUnimplemented;
+          break;
+        case InvalidReason::kActorStopped:
+        case InvalidReason::kActorFailed:
+          code = absl::StatusCode::kFailedPrecondition;
+          break;
+        case InvalidReason::kProtocolMismatch:
+        case InvalidReason::kWrongMailboxOwner:
+          code = absl::StatusCode::kInvalidArgument;
+          break;
+        case InvalidReason::kNone:
+          break;
+      }
+      break;
+    case FailureKind::kPortGone:
+      code = absl::StatusCode::kFailedPrecondition;
+      break;
+    case FailureKind::kExpired:
+      code = absl::StatusCode::kDeadlineExceeded;
+      break;
+    case FailureKind::kTransport:
+      code = absl::StatusCode::kUnavailable;
+      break;
+  }
+  return absl::Status(code, to_string());
 }
 
 }  // namespace postal::runtime

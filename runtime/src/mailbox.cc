@@ -70,7 +70,61 @@ void Mailbox::close_port(uint64_t index) {
 
 PortAddr Mailbox::port_addr(Port port) const { return owner_.port(port); }
 
-void Mailbox::set_state(MailboxState s) { state_.store(s, std::memory_order_release); }
+void Mailbox::set_state(MailboxState s) { state_.store(s, std::memory_order_seq_cst); }
+
+bool Mailbox::begin_stopping(std::string_view why) {
+  {
+    absl::MutexLock lock(&why_mu_);
+    if (stopping_why_.empty()) stopping_why_ = std::string(why);
+  }
+  MailboxState open = MailboxState::kOpen;
+  return state_.compare_exchange_strong(open, MailboxState::kStopping, std::memory_order_seq_cst);
+}
+
+void Mailbox::close(MailboxState final_state, std::string_view why) {
+  {
+    absl::MutexLock lock(&why_mu_);
+    closed_why_ = std::string(why);
+    closed_at_ = proc_.now();
+  }
+  set_state(final_state);
+  detach_handler_sink();
+  proc_.tombstoned(*this);  // R-ACT-7: reaped after the proc's grace period
+}
+
+std::optional<absl::Time> Mailbox::closed_at() const {
+  absl::MutexLock lock(&why_mu_);
+  return closed_at_;
+}
+
+bool Mailbox::reapable() const {
+  const MailboxState s = state();
+  if (s != MailboxState::kStopped && s != MailboxState::kFailed) return false;
+  return sink_owner_ == nullptr || sink_owner_->finished();
+}
+
+std::string Mailbox::closed_detail() const {
+  const MailboxState s = state();
+  absl::MutexLock lock(&why_mu_);
+  switch (s) {
+    case MailboxState::kOpen:
+      return {};
+    case MailboxState::kStopping:
+      return DeliveryFailure::clip_detail(
+          stopping_why_.empty() ? std::string("the actor is stopping")
+                                : absl::StrCat("the actor is stopping: ", stopping_why_));
+    case MailboxState::kStopped:
+      // "stopped" is the default reason: do not say it twice.
+      return DeliveryFailure::clip_detail(
+          closed_why_.empty() || closed_why_ == "stopped"
+              ? std::string("the actor stopped")
+              : absl::StrCat("the actor stopped: ", closed_why_));
+    case MailboxState::kFailed:
+      return DeliveryFailure::clip_detail(
+          closed_why_.empty() ? std::string() : absl::StrCat("the actor failed: ", closed_why_));
+  }
+  return {};
+}
 
 void Mailbox::detach_handler_sink() { handler_sink_.store(nullptr, std::memory_order_release); }
 
@@ -90,9 +144,17 @@ void Mailbox::post_unchecked(EnvelopePtr env, ReturnHandle& ret) {
     return;
   }
   MailboxState state = state_.load(std::memory_order_acquire);
-  if (state == MailboxState::kStopped || state == MailboxState::kFailed) {  // R-MBX-3
+  if (state == MailboxState::kStopped || state == MailboxState::kFailed) {  // R-MBX-3, R-ACT-6
     std::string target = env->dest().to_string();
-    fail(std::move(env), DeliveryFailure::invalid_reference(std::move(target), closed_reason(state)),
+    if (proc_.reaped(*this)) {  // R-ACT-7: past its grace, even through a resolved reference
+      fail(std::move(env),
+           DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kActorNotExist),
+           ret);
+      return;
+    }
+    fail(std::move(env),
+         DeliveryFailure::invalid_reference(std::move(target), closed_reason(state),
+                                            closed_detail()),
          ret);
     return;
   }
@@ -147,19 +209,29 @@ void Mailbox::deliver_handler(EnvelopePtr env, ReturnHandle& ret) {
       return;
     }
   }
-  PortSink* sink = handler_sink_.load(std::memory_order_acquire);
-  if (sink == nullptr || state_.load(std::memory_order_acquire) != MailboxState::kOpen) {
+  // R-ACT-5: register the admission before reading the state, so a stopping sink either sees
+  // this delivery in flight (and waits for it) or this delivery sees the mailbox stopping.
+  admitting_.fetch_add(1, std::memory_order_seq_cst);
+  PortSink* sink = handler_sink_.load(std::memory_order_seq_cst);
+  const MailboxState now = state_.load(std::memory_order_seq_cst);
+  if (sink == nullptr || now != MailboxState::kOpen) {
+    admitting_.fetch_sub(1, std::memory_order_seq_cst);
     // R-ACT-5: a stopping actor refuses new handler messages.
     std::string target = env->dest().to_string();
+    const bool closed = now == MailboxState::kStopped || now == MailboxState::kFailed;
+    std::string why = closed_detail();  // R-ACT-6
+    if (why.empty() && !closed) why = "the actor is stopping";
     fail(std::move(env),
-         DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kActorStopped,
-                                            "the actor is stopping"),
+         DeliveryFailure::invalid_reference(
+             std::move(target), closed ? closed_reason(now) : InvalidReason::kActorStopped,
+             std::move(why)),
          ret);
     return;
   }
   proc_.counters().add(Counter::kDelivered);
   proc_.trace(TraceEventKind::kDelivered, *env);
   sink->deliver(std::move(env));
+  admitting_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void Mailbox::deliver_ephemeral(EnvelopePtr env, uint64_t index, ReturnHandle& ret) {

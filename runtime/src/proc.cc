@@ -1,5 +1,6 @@
 #include "postal/runtime/proc.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -13,8 +14,13 @@ ProcId default_proc_id() {
   return ProcId{Uid::random(kProc)};
 }
 
+// R-ADDR-4: `inproc://<instance number>`. A named proc (a singleton uid, whose number is 0) or
+// instance 0 gets a random non-zero number instead, drawn like an instance number, so no two
+// procs of a process print as `inproc://0` (the "any free number" of the inproc transport).
 Location default_location(const ProcId& id) {
-  return Location::addr(*ChannelAddr::parse(absl::StrCat("inproc://", id.uid.number())));
+  uint64_t number = id.uid.is_singleton() ? 0 : id.uid.number();
+  while (number == 0) number = Uid::random().number();
+  return Location::addr(ChannelAddr::inproc(number));
 }
 
 }  // namespace
@@ -38,7 +44,9 @@ Proc::Proc(ProcOptions options)
       system_addr_(actor_addr(Uid::singleton(*Label::parse("postal-system")))),
       default_ttl_(options.default_ttl == 0 ? kDefaultTtl : options.default_ttl),
       scheduler_(options.scheduler),
-      forwarder_(&no_route_) {
+      forwarder_(&no_route_),
+      clock_(std::move(options.clock)),
+      tombstone_grace_(std::max(options.tombstone_grace, absl::ZeroDuration())) {
   disable_mutex_deadlock_detection();
   scheduler_.start();
 }
@@ -55,7 +63,9 @@ absl::Status Proc::attach(std::shared_ptr<Mailbox> mailbox) {
     return absl::InvalidArgumentError(absl::StrCat("mailbox of ", id.to_string(),
                                                    " cannot attach to proc ", id_.to_string()));
   }
+  std::vector<std::shared_ptr<Mailbox>> to_free;  // freed after the lock is released
   absl::MutexLock lock(&muxer_mu_);
+  sweep(to_free);  // R-ACT-7: every spawn reaps what has outlived its grace
   auto [it, inserted] = muxer_.try_emplace(id.uid, std::move(mailbox));
   if (!inserted) {
     return absl::AlreadyExistsError(
@@ -66,9 +76,64 @@ absl::Status Proc::attach(std::shared_ptr<Mailbox> mailbox) {
 
 std::shared_ptr<Mailbox> Proc::lookup(const ActorId& id) const {
   if (!(id.proc == id_)) return nullptr;
-  absl::ReaderMutexLock lock(&muxer_mu_);
-  auto it = muxer_.find(id.uid);
-  return it == muxer_.end() ? nullptr : it->second;
+  std::shared_ptr<Mailbox> found;
+  {
+    absl::ReaderMutexLock lock(&muxer_mu_);
+    auto it = muxer_.find(id.uid);
+    if (it == muxer_.end()) return nullptr;
+    found = it->second;
+  }
+  // R-ACT-7: a tombstone past its grace is gone, whether or not a sweep removed it yet.
+  const MailboxState s = found->state();
+  if ((s == MailboxState::kStopped || s == MailboxState::kFailed) && expired(*found)) {
+    return nullptr;
+  }
+  return found;
+}
+
+bool Proc::expired(const Mailbox& mailbox) const {
+  if (tombstone_grace_ == absl::InfiniteDuration()) return false;
+  std::optional<absl::Time> closed = mailbox.closed_at();
+  return closed && now() >= *closed + tombstone_grace_;
+}
+
+void Proc::tombstoned(const Mailbox& mailbox) {
+  if (tombstone_grace_ == absl::InfiniteDuration()) return;  // kept for the proc's life
+  std::optional<absl::Time> closed = mailbox.closed_at();
+  if (!closed) return;
+  absl::MutexLock lock(&muxer_mu_);
+  auto it = muxer_.find(mailbox.owner().id.uid);
+  if (it == muxer_.end() || it->second.get() != &mailbox) return;  // not attached here
+  tombstones_.push_back(Tombstone{*closed + tombstone_grace_, it->first, &mailbox});
+}
+
+size_t Proc::sweep(std::vector<std::shared_ptr<Mailbox>>& to_free) {
+  size_t removed = 0;
+  if (!tombstones_.empty()) {
+    const absl::Time t = now();
+    // Oldest first: with one grace period for the proc, closing order is due order.
+    while (!tombstones_.empty() && tombstones_.front().due <= t) {
+      Tombstone stone = tombstones_.front();
+      tombstones_.pop_front();
+      auto it = muxer_.find(stone.uid);
+      if (it == muxer_.end() || it->second.get() != stone.mailbox) continue;
+      graveyard_.push_back(std::move(it->second));
+      muxer_.erase(it);
+      ++removed;
+    }
+  }
+  // Free what is done with its mailbox; an actor still ending its last slice waits here.
+  for (std::shared_ptr<Mailbox>& m : graveyard_) {
+    if (m->reapable()) to_free.push_back(std::move(m));
+  }
+  std::erase(graveyard_, nullptr);
+  return removed;
+}
+
+size_t Proc::reap_tombstones() {
+  std::vector<std::shared_ptr<Mailbox>> to_free;
+  absl::MutexLock lock(&muxer_mu_);
+  return sweep(to_free);
 }
 
 size_t Proc::mailbox_count() const {
@@ -95,6 +160,63 @@ void Proc::send(EnvelopePtr env, Mailbox* local) {
     return;
   }
   post(std::move(env), *this);
+}
+
+namespace {
+
+// R-FAIL-6: the return handle of `try_post`'s local part: keeps the failure instead of returning
+// the envelope. Used only for calls that complete before `try_post` returns (the muxer and a
+// local mailbox never keep the handle), never handed to the forwarder.
+class CaptureFailure final : public ReturnHandle {
+ public:
+  void return_envelope(EnvelopePtr env) override { keep(*env); }
+  void drop(EnvelopePtr env, DropCause) override { keep(*env); }
+  const std::optional<DeliveryFailure>& failure() const { return failure_; }
+
+ private:
+  void keep(const MessageEnvelope& env) {
+    if (!failure_ && !env.delivery_failures().empty()) failure_ = env.delivery_failures().back();
+  }
+  std::optional<DeliveryFailure> failure_;
+};
+
+}  // namespace
+
+absl::Status Proc::try_post(EnvelopePtr env, Mailbox* local) {
+  stats_.add(Counter::kPosted);
+  trace(TraceEventKind::kPosted, *env);
+  CaptureFailure capture;
+  if (env->ttl() == 0) {  // R-ENV-3
+    std::string target = env->dest().to_string();
+    MessageEnvelope::undeliverable(std::move(env), DeliveryFailure::expired(std::move(target)),
+                                   capture);
+  } else {
+    env->set_ttl(env->ttl() - 1);
+    std::shared_ptr<Mailbox> found;
+    if (local == nullptr || &local->proc() != this) {
+      const ActorId& dest = env->next_hop().id.actor;
+      if (!(dest.proc == id_)) {
+        MailboxSender* forwarder = forwarder_.load(std::memory_order_acquire);
+        if (forwarder == &no_route_) {
+          no_route_.post_unchecked(std::move(env), capture);  // known here: no route
+        } else {
+          forwarder->post_unchecked(std::move(env), *this);  // beyond here: asynchronous
+          return absl::OkStatus();
+        }
+      } else if ((found = lookup(dest)) == nullptr) {
+        std::string target = env->dest().to_string();
+        MessageEnvelope::undeliverable(
+            std::move(env),
+            DeliveryFailure::invalid_reference(std::move(target), InvalidReason::kActorNotExist),
+            capture);
+      }
+      local = found.get();
+    }
+    if (env) local->post_unchecked(std::move(env), capture);
+  }
+  if (!capture.failure()) return absl::OkStatus();
+  stats_.failure(capture.failure()->kind);
+  return capture.failure()->to_status();
 }
 
 void Proc::post_unchecked(EnvelopePtr env, ReturnHandle& ret) {

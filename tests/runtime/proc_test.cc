@@ -188,6 +188,112 @@ TEST_F(ProcTest, R_ACT_4_AClosedClientStaysATombstone) {
       << "not ActorNotExist: " << root.to_string();
 }
 
+TEST_F(ProcTest, R_ACT_6_AClosedClientsTombstoneSaysWhy) {
+  PortAddr bob_returns;
+  {
+    auto bob = must(Client::attach(proc_, "bob"));
+    bob_returns = bob->mailbox()->port_addr(Port::handler(wire::type_hash<ProcPing>()));
+  }
+  send_ping(bob_returns);
+  DeliveryFailure root = next_failure();
+  EXPECT_EQ(root.invalid, InvalidReason::kActorStopped);
+  EXPECT_EQ(root.detail, "the actor stopped: the client was closed");
+}
+
+// --- R-FAIL-6: try_post, the synchronous local result ----------------------------------------
+
+class TryPostTest : public ProcTest {
+ protected:
+  absl::Status try_ping(PortAddr to, uint8_t ttl = kDefaultTtl) {
+    return proc_.try_post(MessageEnvelope::make(client_->self_addr(), std::move(to),
+                                                wire::Any::make(ProcPing{1}), ttl));
+  }
+  // A refusal is the result: nothing comes back, nothing is counted returned.
+  void expect_refused_not_returned() {
+    EXPECT_TRUE(no_returns());
+    EXPECT_EQ(proc_.stats().returned, 0u);
+  }
+};
+
+TEST_F(TryPostTest, R_FAIL_6_DeliveredIsOk) {
+  auto [handle, receiver] = open_port<ProcPing>(*client_);
+  EXPECT_TRUE(try_ping(handle.bind().addr()).ok());
+  EXPECT_EQ(must(receiver.recv(kDeadline)).n, 1);
+  EXPECT_TRUE(handle.try_send(ProcPing{2}).ok());
+  EXPECT_EQ(must(receiver.recv(kDeadline)).n, 2);
+}
+
+TEST_F(TryPostTest, R_FAIL_6_ActorNotExistIsNotFound) {
+  PortAddr ghost = proc_.actor_addr(uid("ghost")).port(Port::handler(wire::type_hash<ProcPing>()));
+  absl::Status s = try_ping(ghost);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_NE(s.message().find("actor does not exist"), std::string::npos) << s;
+  expect_refused_not_returned();
+  EXPECT_EQ(proc_.stats().invalid_reference, 1u) << "counted as a failure of its kind";
+}
+
+TEST_F(TryPostTest, R_FAIL_6_HandlerNotBoundIsUnimplemented) {
+  // A client binds only the UndeliverableEnvelope handler port.
+  absl::Status s =
+      try_ping(client_->mailbox()->port_addr(Port::handler(wire::type_hash<ProcPing>())));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_NE(s.message().find("handler not bound"), std::string::npos) << s;
+  expect_refused_not_returned();
+}
+
+TEST_F(TryPostTest, R_FAIL_6_StoppedActorIsFailedPreconditionWithTheReason) {
+  PortAddr bob_port;
+  {
+    auto bob = must(Client::attach(proc_, "bob"));
+    bob_port = bob->mailbox()->port_addr(Port::ephemeral(0));
+  }
+  absl::Status s = try_ping(bob_port);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("actor stopped"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("the client was closed"), std::string::npos) << s;
+  expect_refused_not_returned();
+}
+
+TEST_F(TryPostTest, R_FAIL_6_PortNeverAllocatedIsNotFoundAndPortGoneIsFailedPrecondition) {
+  absl::Status never = try_ping(client_->mailbox()->port_addr(Port::ephemeral(999)));
+  EXPECT_EQ(never.code(), absl::StatusCode::kNotFound) << never;
+  EXPECT_NE(never.message().find("port never allocated"), std::string::npos) << never;
+
+  std::optional<PortHandle<ProcPing>> gone;
+  {
+    auto [handle, receiver] = open_port<ProcPing>(*client_);
+    gone.emplace(handle);
+  }  // the receiver is dropped: the port is gone
+  absl::Status s = gone->try_send(ProcPing{1});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("port gone"), std::string::npos) << s;
+  expect_refused_not_returned();
+}
+
+TEST_F(TryPostTest, R_FAIL_6_ExpiredTtlIsDeadlineExceeded) {
+  auto [handle, receiver] = open_port<ProcPing>(*client_);
+  absl::Status s = try_ping(handle.bind().addr(), /*ttl=*/0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("expired"), std::string::npos) << s;
+  expect_refused_not_returned();
+  EXPECT_EQ(proc_.stats().expired, 1u);
+}
+
+TEST_F(TryPostTest, R_FAIL_6_NoForwarderIsUnavailableAForwarderTakesItWithOk) {
+  absl::Status s = try_ping(remote_port());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("no route"), std::string::npos) << s;
+  expect_refused_not_returned();
+
+  RecordingSender forwarder;
+  proc_.set_forwarder(&forwarder);
+  EXPECT_TRUE(try_ping(remote_port()).ok()) << "remote: OK once the forwarder has it";
+  ASSERT_EQ(forwarder.got.size(), 1u);
+  EXPECT_EQ(forwarder.got[0]->dest(), remote_port());
+  EXPECT_EQ(forwarder.got[0]->ttl(), kDefaultTtl - 1) << "the TTL rule applies (R-ENV-3)";
+  proc_.set_forwarder(nullptr);
+}
+
 // --- Statistics ----------------------------------------------------------------------------------
 
 TEST_F(ProcTest, R_FAIL_4_StatsCountPostedAndDelivered) {
@@ -276,6 +382,26 @@ TEST(ProcDefaults, R_ADDR_4_DefaultIdAndInprocLocation) {
   Proc c(named);
   EXPECT_EQ(c.id(), *named.id);
   EXPECT_EQ(c.actor_addr(uid("x")).id.proc, c.id());
+}
+
+TEST(ProcDefaults, R_ADDR_4_NamedProcsGetDistinctDefaultLocationsNeverInproc0) {
+  ProcOptions first = ProcOptions::deterministic();
+  first.id = ProcId{uid("named")};
+  ProcOptions second = ProcOptions::deterministic();
+  second.id = ProcId{uid("other")};
+  Proc a(first);
+  Proc b(second);
+  Proc c(first);  // the same name again (two procs of one process may share a name)
+  for (const Proc* p : {&a, &b, &c}) {
+    EXPECT_NE(p->location().to_string(), "inproc://0") << p->addr().to_string();
+    EXPECT_EQ(p->location().to_string().rfind("inproc://", 0), 0u) << p->addr().to_string();
+  }
+  EXPECT_FALSE(a.location() == b.location()) << a.location().to_string();
+  EXPECT_FALSE(a.location() == c.location()) << a.location().to_string();
+  // An instance proc keeps its number as its location.
+  ProcOptions instance = ProcOptions::deterministic();
+  instance.id = ProcId{Uid::instance(4242)};
+  EXPECT_EQ(Proc(instance).location().to_string(), "inproc://4242");
 }
 
 }  // namespace

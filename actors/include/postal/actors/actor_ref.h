@@ -1,6 +1,8 @@
 // ActorRef<A>: a typed, serializable reference to an actor of class A.
 //
 // `send(cx, m)` posts `m` to A's handler port for M; only message types A handles compile.
+// `try_send(cx, m)` (R-FAIL-6) reports a local refusal (the actor does not exist, stopped or
+// failed, …) as its absl::Status instead of returning the envelope later (runtime/port.h).
 // `port<M>()` gives the PortRef to hand to others. A reference made in the actor's own process
 // carries the resolved mailbox, so local sends skip the muxer lookup.
 #pragma once
@@ -30,11 +32,13 @@ class ActorRef {
   template <wire::RegisteredMessage M>
     requires HandlesMessage<A, M>
   void send(runtime::SendContext& cx, M message, wire::Headers headers = {}) const {
-    auto env = runtime::MessageEnvelope::make(
-        cx.self_addr(), addr_.port(runtime::Port::handler(wire::type_hash<M>())),
-        wire::Any::make(std::move(message)), cx.proc().default_ttl());
-    if (!headers.empty()) env->headers() = std::move(headers);
-    cx.proc().send(std::move(env), local_.get());
+    cx.proc().send(envelope(cx, std::move(message), std::move(headers)), local_.get());
+  }
+
+  template <wire::RegisteredMessage M>
+    requires HandlesMessage<A, M>
+  absl::Status try_send(runtime::SendContext& cx, M message, wire::Headers headers = {}) const {
+    return cx.proc().try_post(envelope(cx, std::move(message), std::move(headers)), local_.get());
   }
 
   // Request/reply (see runtime::request).
@@ -58,6 +62,15 @@ class ActorRef {
   }
 
  private:
+  template <class M>
+  runtime::EnvelopePtr envelope(runtime::SendContext& cx, M message, wire::Headers headers) const {
+    auto env = runtime::MessageEnvelope::make(
+        cx.self_addr(), addr_.port(runtime::Port::handler(wire::type_hash<M>())),
+        wire::Any::make(std::move(message)), cx.proc().default_ttl());
+    if (!headers.empty()) env->headers() = std::move(headers);
+    return env;
+  }
+
   runtime::ActorAddr addr_;
   std::shared_ptr<runtime::Mailbox> local_;
 };

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
+
 namespace postal::runtime {
 
 enum class FailureKind : uint8_t {
@@ -48,6 +50,10 @@ struct DeliveryFailure {
   // Longest rendering of `to_string()`; longer lines are cut at a character boundary and end
   // with "...".
   static constexpr size_t kMaxLine = 240;
+  // Longest `detail` a runtime failure carries (R-ACT-6: an actor's error can be long; the
+  // detail travels with the envelope). `clip_detail` cuts at a character boundary, ends "...".
+  static constexpr size_t kMaxDetail = 160;
+  static std::string clip_detail(std::string_view text);
 
   FailureKind kind = FailureKind::kInvalidReference;
   InvalidReason invalid = InvalidReason::kNone;
@@ -73,6 +79,15 @@ struct DeliveryFailure {
 
   // One line, at most kMaxLine bytes: "deliver to <target>: <kind>: <reason> (<detail>)".
   std::string to_string() const;
+
+  // R-FAIL-6: the failure as a synchronous result (`Proc::try_post`), message = `to_string()`:
+  //   ActorNotExist, PortNeverAllocated               → NotFound
+  //   HandlerNotBound                                 → Unimplemented
+  //   ActorStopped, ActorFailed, PortGone             → FailedPrecondition
+  //   ProtocolMismatch, WrongMailboxOwner             → InvalidArgument
+  //   Expired                                         → DeadlineExceeded
+  //   Transport (any reason)                          → Unavailable
+  absl::Status to_status() const;
 
   bool operator==(const DeliveryFailure&) const = default;
 

@@ -3,6 +3,7 @@
 // `post_unchecked` delivers an envelope only to a port of its owner:
 //   - dest actor ≠ owner                       → InvalidReference(WrongMailboxOwner)   R-MBX-1
 //   - closed (actor stopped / failed)          → ActorStopped / ActorFailed            R-MBX-3
+//     (detail: the stop reason or the actor's error, bounded)                          R-ACT-6
 //   - handler port not bound                   → HandlerNotBound                       R-MBX-2
 //   - ephemeral index never allocated          → PortNeverAllocated                    R-MBX-2
 //   - allocated but its receiver is gone       → PortGone                              R-MBX-2
@@ -15,15 +16,26 @@
 // reused, and live in a small table behind a mutex that only mailboxes using them allocate.
 // While stopping (R-ACT-5) handler ports refuse new messages but ephemeral ports (replies to the
 // stopping actor's own requests) still deliver.
+//
+// Admission (R-ACT-5): a handler-port delivery registers itself (`admitting_`) *before* it reads
+// the state, and leaves once the envelope is on the sink. `begin_stopping` moves the state away
+// from kOpen first; a sink that sees `admitting()` false after that knows every later delivery
+// will be refused, so it may close without bouncing a message the mailbox already counted
+// delivered. (Both sides use sequentially consistent operations: one of them always sees the
+// other.)
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "postal/runtime/address.h"
 #include "postal/runtime/mailbox_sender.h"
 #include "postal/runtime/port_sink.h"
@@ -65,6 +77,22 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
 
   MailboxState state() const { return state_.load(std::memory_order_acquire); }
   void set_state(MailboxState s);
+  // R-ACT-5: kOpen → kStopping; false when the mailbox was no longer open (stopping or closed).
+  // R-ACT-6: `why` (the stop reason) goes into the detail of the failures of refused messages.
+  bool begin_stopping(std::string_view why = {});
+  // Closes the mailbox for good (kStopped or kFailed) and detaches the handler sink; `why` (the
+  // stop reason or the actor's error, R-ACT-6) goes into the detail of every later failure.
+  void close(MailboxState final_state, std::string_view why);
+  // R-ACT-6: the bounded detail of an ActorStopped / ActorFailed failure in the current state
+  // ("the actor is stopping: …", "the actor stopped: …", "the actor failed: …"; empty if none).
+  std::string closed_detail() const;
+  // R-ACT-7: when the mailbox closed (the proc's clock); nullopt while open or stopping.
+  std::optional<absl::Time> closed_at() const;
+  // R-ACT-7: closed, and its handler sink is done with it: freeing it touches nothing live.
+  bool reapable() const;
+  // R-ACT-5: whether a handler-port delivery that may have seen the mailbox open is still
+  // between its state check and its sink. A stopping sink closes only when this is false.
+  bool admitting() const { return admitting_.load(std::memory_order_seq_cst) != 0; }
   // Detaches the handler sink: handler ports then fail as ActorStopped.
   void detach_handler_sink();
   // What the handler sink (the actor) reports about itself.
@@ -96,6 +124,12 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   std::shared_ptr<PortSink> sink_owner_;
   std::atomic<PortSink*> handler_sink_;
   std::atomic<MailboxState> state_{MailboxState::kOpen};
+  std::atomic<uint32_t> admitting_{0};  // handler deliveries in flight (R-ACT-5)
+  // R-ACT-6: why the mailbox stopped / is stopping. Read only on the failure path.
+  mutable absl::Mutex why_mu_;
+  std::string stopping_why_ ABSL_GUARDED_BY(why_mu_);
+  std::string closed_why_ ABSL_GUARDED_BY(why_mu_);
+  std::optional<absl::Time> closed_at_ ABSL_GUARDED_BY(why_mu_);
   std::atomic<EphemeralTable*> ephemeral_{nullptr};
 };
 

@@ -11,6 +11,12 @@
 //
 // `open_port<T>(cx)` / `open_once_port<T>(cx)` allocate an ephemeral port on the context's
 // mailbox (R-PORT-1) and return its handle and receiver.
+//
+// `send` never fails at the call: what cannot be delivered comes back to the sender as an
+// `UndeliverableEnvelope` (R-FAIL-3). `try_send` (R-FAIL-6, `Proc::try_post`) reports a refusal
+// this proc can see at once — actor does not exist / stopped / failed, handler not bound, port
+// never allocated or gone, TTL expired, no route — as its `absl::Status` instead, and then the
+// envelope is not returned; a send to another proc is OK once handed to the forwarder.
 #pragma once
 
 #include <memory>
@@ -50,6 +56,12 @@ class PortRef {
                                            std::move(headers)),
                    local_.get());
   }
+  // R-FAIL-6: a local refusal is the result (see the header comment).
+  absl::Status try_send(SendContext& cx, T value, wire::Headers headers = {}) const {
+    return cx.proc().try_post(internal::make_envelope(cx, addr_, wire::Any::make(std::move(value)),
+                                                      std::move(headers)),
+                              local_.get());
+  }
 
   bool operator==(const PortRef& o) const { return addr_ == o.addr_; }
 
@@ -77,6 +89,9 @@ class OncePortRef {
   const PortAddr& addr() const { return ref_.addr(); }
   bool valid() const { return !(ref_.addr() == PortAddr{}); }
   void send(SendContext& cx, T value) const { ref_.send(cx, std::move(value)); }
+  absl::Status try_send(SendContext& cx, T value) const {
+    return ref_.try_send(cx, std::move(value));
+  }
 
   template <class Archive>
   void serialize(Archive& ar) {
@@ -96,14 +111,19 @@ class PortHandle {
   PortRef<T> bind() const { return PortRef<T>(mailbox_->port_addr(port_), mailbox_); }
 
   // Sends from the mailbox's owner to itself; local only.
-  void send(T value) const {
-    auto env = MessageEnvelope::make(mailbox_->owner(), mailbox_->port_addr(port_),
-                                     wire::Any::make(std::move(value)),
-                                     mailbox_->proc().default_ttl());
-    mailbox_->proc().send(std::move(env), mailbox_.get());
+  void send(T value) const { mailbox_->proc().send(make(std::move(value)), mailbox_.get()); }
+  // R-FAIL-6: PortGone (the receiver was dropped) and the like are the result, not a return.
+  absl::Status try_send(T value) const {
+    return mailbox_->proc().try_post(make(std::move(value)), mailbox_.get());
   }
 
  private:
+  EnvelopePtr make(T value) const {
+    return MessageEnvelope::make(mailbox_->owner(), mailbox_->port_addr(port_),
+                                 wire::Any::make(std::move(value)),
+                                 mailbox_->proc().default_ttl());
+  }
+
   std::shared_ptr<Mailbox> mailbox_;
   Port port_;
 };
@@ -138,6 +158,8 @@ class PortReceiver {
   }
 
   uint64_t index() const { return index_; }
+  // Whether a message (or the failure of the request behind this port) is waiting.
+  bool ready() const { return queue_->ready(); }
 
  private:
   void close() {
@@ -194,6 +216,13 @@ OpenOncePort<T> open_once_port(SendContext& cx) {
 // on the calling fiber (a handler's worker keeps running other actors meanwhile). Fails with
 // DeadlineExceeded after `timeout`, or at once with Unavailable when the request comes back
 // undeliverable (its failure line is the message).
+//
+// R-ACT-8: on a deterministic proc nothing runs unless someone steps the scheduler. A request
+// made outside a step (a test's Client) therefore drives `scheduler().step()` itself until the
+// reply or a failure arrives or nothing is runnable, then waits as usual (what is left of the
+// wait can only end with a reply from another thread, or DeadlineExceeded). A request made by a
+// handler that a step is running keeps the step's rule (R-ACT-2): the step returns and the test
+// keeps stepping.
 template <wire::RegisteredMessage Req>
   requires requires(Req r) { r.reply_to; typename Req::Reply; }
 absl::StatusOr<typename Req::Reply> request(SendContext& cx, const PortRef<Req>& to, Req req,
@@ -203,6 +232,11 @@ absl::StatusOr<typename Req::Reply> request(SendContext& cx, const PortRef<Req>&
   wire::Headers headers;
   headers.set(kReplyPortHeader, receiver.index());
   to.send(cx, std::move(req), std::move(headers));
+  Scheduler& sched = cx.proc().scheduler();
+  if (sched.manual() && !sched.stepping()) {  // R-ACT-8
+    while (!receiver.ready() && sched.step()) {
+    }
+  }
   return receiver.recv(timeout);
 }
 

@@ -24,6 +24,9 @@ class PortSink {
   virtual void deliver(EnvelopePtr env) = 0;
   virtual void fail(const DeliveryFailure&) {}
   virtual SinkInfo info() const { return {}; }
+  // R-ACT-7: whether the sink is done with its mailbox, so a reaped tombstone may be freed (an
+  // actor cell: its last slice has ended). Sinks that are never scheduled are always done.
+  virtual bool finished() const { return true; }
 };
 
 // Turns an Any into the port's type (R-MBX-4); `&decode_as<T>` is what ports are bound with.

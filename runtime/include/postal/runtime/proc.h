@@ -10,14 +10,30 @@
 // `return_undeliverable = false`, so a return that fails is dropped — counted and logged once per
 // cause, rate limited (R-FAIL-4) — and never bounced again.
 //
-// Stopped actors stay in the muxer as closed mailboxes (tombstones, R-ACT-4).
+// `send` reports every failure asynchronously, as a returned envelope. `try_post` (R-FAIL-6) is
+// the synchronous variant for the local part of the path: a refusal this proc can see at once —
+// TTL expired, actor does not exist, stopped or failed, handler not bound, port never allocated
+// or gone, payload of the wrong type, no forwarder for another proc — comes back as the call's
+// `absl::Status` (`DeliveryFailure::to_status`) and the envelope is not returned (it is counted
+// as a failure of its kind, not as returned). An envelope for another proc returns OK once the
+// forwarder has it; what fails beyond that point comes back asynchronously, as with `send`.
+//
+// Stopped actors stay in the muxer as closed mailboxes (tombstones, R-ACT-4) for
+// `ProcOptions::tombstone_grace` (R-ACT-7): until then a send fails ActorStopped / ActorFailed
+// and the name stays taken; after it the tombstone is reaped — sends fail ActorNotExist and the
+// name is free again. A lookup treats an expired tombstone as gone at once; the memory is
+// released by the next `attach` (every spawn sweeps expired tombstones, oldest first) or
+// `reap_tombstones()`, once the actor's last slice has ended. Time comes from
+// `ProcOptions::clock`, so tests need not sleep.
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -33,9 +49,15 @@ namespace postal::runtime {
 
 struct ProcOptions {
   std::optional<ProcId> id;                // default: a random instance labelled "proc"
-  std::optional<Location> location;        // default: inproc://<instance number>
+  std::optional<Location> location;        // default: inproc://<instance number>; a named
+                                           // proc (singleton id): inproc://<random number>
   SchedulerOptions scheduler;
   uint8_t default_ttl = kDefaultTtl;       // R-ENV-2; 0 means the default (nothing could be sent)
+  // R-ACT-7: how long a stopped or failed actor stays a tombstone. Zero reaps it as soon as it
+  // closes; absl::InfiniteDuration() keeps tombstones for the proc's life.
+  absl::Duration tombstone_grace = absl::Seconds(10);
+  // The proc's clock (R-ACT-7 tombstone ages); empty means absl::Now. Tests hand in their own.
+  std::function<absl::Time()> clock;
 
   // `workers` threads (0: one per core).
   static ProcOptions threads(int workers) {
@@ -84,12 +106,26 @@ class Proc final : public MailboxSender, public ReturnHandle {
   // Muxer. `attach` fails with AlreadyExists when the id is taken (live or tombstone).
   absl::Status attach(std::shared_ptr<Mailbox> mailbox);
   std::shared_ptr<Mailbox> lookup(const ActorId& id) const;
+  // Live mailboxes plus tombstones not yet reaped (R-ACT-7: stays bounded under churn).
   size_t mailbox_count() const;
+  // R-ACT-7: removes tombstones older than the grace period; frees those whose actor finished.
+  // Returns how many were removed from the muxer.
+  size_t reap_tombstones();
+  // R-ACT-7: called by a mailbox when it closes (Mailbox::close).
+  void tombstoned(const Mailbox& mailbox);
+  absl::Time now() const { return clock_ ? clock_() : absl::Now(); }
+  // R-ACT-7: a closed mailbox past the grace period: to senders it no longer exists (also
+  // through a reference that holds the mailbox itself).
+  bool reaped(const Mailbox& mailbox) const { return expired(mailbox); }
+  absl::Duration tombstone_grace() const { return tombstone_grace_; }
   // Calls `fn` for every mailbox, live or tombstone (a snapshot: `fn` may send).
   void for_each_mailbox(const std::function<void(const Mailbox&)>& fn) const;
 
   // Posts with the proc as return handle; `local` is a resolved destination mailbox (fast path).
   void send(EnvelopePtr env, Mailbox* local = nullptr);
+  // R-FAIL-6: like `send`, but a local refusal is the result instead of a returned envelope
+  // (see the header comment). OK means delivered to a local port or handed to the forwarder.
+  absl::Status try_post(EnvelopePtr env, Mailbox* local = nullptr);
 
   void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
 
@@ -122,8 +158,23 @@ class Proc final : public MailboxSender, public ReturnHandle {
   NoRouteSender no_route_;
   std::atomic<MailboxSender*> forwarder_;
 
+  bool expired(const Mailbox& mailbox) const;
+  size_t sweep(std::vector<std::shared_ptr<Mailbox>>& to_free);
+
+  std::function<absl::Time()> clock_;
+  absl::Duration tombstone_grace_;
+
   mutable absl::Mutex muxer_mu_;
   absl::flat_hash_map<Uid, std::shared_ptr<Mailbox>> muxer_ ABSL_GUARDED_BY(muxer_mu_);
+  // R-ACT-7: closed mailboxes in closing order (due time, uid, identity), and reaped ones whose
+  // actor has not finished its last slice yet.
+  struct Tombstone {
+    absl::Time due;
+    Uid uid;
+    const Mailbox* mailbox;
+  };
+  std::deque<Tombstone> tombstones_ ABSL_GUARDED_BY(muxer_mu_);
+  std::vector<std::shared_ptr<Mailbox>> graveyard_ ABSL_GUARDED_BY(muxer_mu_);
 
   ProcStats stats_;
   std::atomic<bool> tracing_{false};

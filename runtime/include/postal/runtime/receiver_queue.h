@@ -60,6 +60,12 @@ class ReceiverQueue final : public PortSink {
     return absl::UnavailableError(failure_->to_string());
   }
 
+  // Whether `wait` would return at once (an envelope or a failure is there).
+  bool ready() {
+    std::unique_lock<boost::fibers::mutex> lock(mu_);
+    return !items_.empty() || failure_.has_value();
+  }
+
   std::optional<EnvelopePtr> try_pop() {
     std::unique_lock<boost::fibers::mutex> lock(mu_);
     if (items_.empty()) return std::nullopt;

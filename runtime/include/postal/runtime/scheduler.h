@@ -19,7 +19,9 @@
 // actors, and retires the extra runner once the waiter resumes.
 //
 // Deterministic mode (`manual = true`): no threads. Runnables queue in FIFO order and run only
-// when the test calls `step()` (one message) or `run_until_idle()`, on the caller's thread.
+// when the test calls `step()` (one message) or `run_until_idle()`, on the caller's thread. A
+// `request` made outside a step (a test's Client) drives `step()` itself until its reply, a
+// failure, or nothing is runnable (R-ACT-8, runtime/port.h).
 #pragma once
 
 #include <atomic>
@@ -95,6 +97,8 @@ class Scheduler {
   size_t run_until_idle(size_t max_steps = SIZE_MAX);
 
   bool manual() const { return options_.manual; }
+  // Manual mode: true while a `step()` runs a slice (so inside a handler that it runs).
+  bool stepping() const { return stepping_fiber_.has_value(); }
   int worker_count() const { return static_cast<int>(workers_.size()); }
   const SchedulerOptions& options() const { return options_; }
   SchedulerStats stats() const;
