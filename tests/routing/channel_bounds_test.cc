@@ -304,6 +304,12 @@ std::string ChannelBoundsTest::run_out_of_fds(ChannelServer& server, ChannelClie
 }
 
 TEST_F(ChannelBoundsTest, R_FLOW_4_OutOfFileDescriptorsTheListenerShedsAndServesAgain) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Out of descriptors, the sanitizers' own runtime cannot read /proc/self/maps: UBSan's vptr
+  // check then reports every virtual call as a bad type ("memory cannot be printed"). The
+  // release build runs this test; the sanitizer builds check everything else.
+  GTEST_SKIP() << "the sanitizer runtime needs file descriptors this test takes away";
+#endif
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
