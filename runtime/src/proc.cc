@@ -51,7 +51,24 @@ Proc::Proc(ProcOptions options)
   scheduler_.start();
 }
 
-Proc::~Proc() { scheduler_.stop(); }
+Proc::~Proc() {
+  scheduler_.stop();
+  // Destroying a mailbox can close others (an actor that owns a Client closes its mailbox), which
+  // calls back into this proc (tombstoned, sends): empty the muxer while every member is alive
+  // and destroy its mailboxes outside the lock, not inside the members' own destructors.
+  absl::flat_hash_map<Uid, std::shared_ptr<Mailbox>> muxer;
+  std::vector<std::shared_ptr<Mailbox>> graveyard;
+  {
+    absl::MutexLock lock(&muxer_mu_);
+    muxer.swap(muxer_);
+    graveyard.swap(graveyard_);
+    tombstones_.clear();
+  }
+  muxer.clear();
+  graveyard.clear();
+  absl::MutexLock lock(&muxer_mu_);
+  tombstones_.clear();  // anything a destroyed mailbox recorded while closing
+}
 
 void Proc::set_forwarder(MailboxSender* forwarder) {
   forwarder_.store(forwarder != nullptr ? forwarder : &no_route_, std::memory_order_release);
