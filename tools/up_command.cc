@@ -15,8 +15,36 @@
 namespace postal::tools {
 namespace {
 
-// Runs the file's [workload] once, if it has one, and prints the result; a signal abandons it.
-bool run_workload(routing::Host& host, const std::atomic<int>& signalled) {
+// Watches the host's children: every exit is printed and recorded in the state file at once
+// (`postal status` shows the proc dead), during the workload as after it.
+class Supervision {
+ public:
+  explicit Supervision(routing::Host& host) : host_(host) {}
+
+  // Waits up to `wait` for a child to exit; true when the topology must stop (on_proc_exit =
+  // teardown).
+  bool poll(absl::Duration wait) {
+    std::optional<routing::ProcExit> exit = host_.next_exit(wait);
+    if (!exit) return false;
+    std::printf("supervision: proc %s\n", exit->to_string().c_str());
+    exits_.push_back(*exit);
+    (void)write_topology_state(host_, exits_);
+    if (host_.spec().on_proc_exit != routing::OnProcExit::kTeardown) return false;
+    std::printf("on_proc_exit = teardown: stopping the topology\n");
+    return true;
+  }
+  const std::vector<routing::ProcExit>& exits() const { return exits_; }
+
+ private:
+  routing::Host& host_;
+  std::vector<routing::ProcExit> exits_;
+};
+
+// Runs the file's [workload] once, if it has one, and prints the result; a signal abandons it,
+// and so does a proc's death when the topology tears down on one (it is seen at once, not after
+// the workload's delivery timeout). Sets `stop` when the topology must stop.
+bool run_workload(routing::Host& host, const std::atomic<int>& signalled, Supervision& supervision,
+                  bool& stop) {
   const auto& w = host.spec().workload;
   if (!w) return true;
   std::optional<runtime::ActorAddr> from = host.actor_addr(w->from.proc, w->from.actor);
@@ -40,6 +68,12 @@ bool run_workload(routing::Host& host, const std::atomic<int>& signalled) {
   for (;;) {
     if (signalled != 0) {
       r = absl::CancelledError("interrupted by a signal before it finished");
+      break;
+    }
+    if (supervision.poll(absl::ZeroDuration())) {
+      stop = true;
+      r = absl::AbortedError(absl::StrCat("a proc died during the workload: ",
+                                          supervision.exits().back().to_string()));
       break;
     }
     r = result.recv(absl::Milliseconds(200));
@@ -85,25 +119,21 @@ int up_command(const std::string& self_binary, const std::string& file) {
     std::fprintf(stderr, "postal up: %s\n", std::string(host.status().message()).c_str());
     return 1;
   }
-  std::vector<routing::ProcExit> exits;
-  if (absl::Status s = write_topology_state(**host, exits); !s.ok()) {
+  if (absl::Status s = write_topology_state(**host, {}); !s.ok()) {
     std::fprintf(stderr, "postal up: %s; `postal status` will not see this topology\n",
                  std::string(s.message()).c_str());
   }
-  bool ok = run_workload(**host, signalled);
-  std::printf("topology %s is up; `postal status %s` inspects it; Ctrl-C tears it down\n",
-              spec->name.c_str(), spec->name.c_str());
-  std::fflush(stdout);
-
-  int rc = ok ? 0 : 1;
-  while (signalled == 0) {
-    std::optional<routing::ProcExit> exit = (*host)->next_exit(absl::Milliseconds(200));
-    if (!exit) continue;
-    std::printf("supervision: proc %s\n", exit->to_string().c_str());
-    exits.push_back(*exit);
-    (void)write_topology_state(**host, exits);  // `postal status` shows it dead
-    if (spec->on_proc_exit == routing::OnProcExit::kTeardown) {
-      std::printf("on_proc_exit = teardown: stopping the topology\n");
+  Supervision supervision(**host);
+  bool torn_down = false;
+  const bool ok = run_workload(**host, signalled, supervision, torn_down);
+  int rc = ok && !torn_down ? 0 : 1;
+  if (!torn_down) {
+    std::printf("topology %s is up; `postal status %s` inspects it; Ctrl-C tears it down\n",
+                spec->name.c_str(), spec->name.c_str());
+    std::fflush(stdout);
+  }
+  while (!torn_down && signalled == 0) {
+    if (supervision.poll(absl::Milliseconds(200))) {
       rc = 1;
       break;
     }

@@ -115,6 +115,14 @@ class BackgroundPostal {
   bool wait_for_output(const std::string& text, std::chrono::milliseconds deadline) const {
     return wait_for([&] { return output().find(text) != std::string::npos; }, deadline);
   }
+  // Waits for the process to exit by itself; its exit status, or -1 after `deadline`.
+  int wait_exit(std::chrono::milliseconds deadline) {
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    if (!wait_for([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, deadline)) return -1;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
   void stop() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGTERM);

@@ -135,6 +135,33 @@ TEST_F(Cli, PostalLogAndLogLevelReachTheLoggers) {
   EXPECT_NE(bad_env.output.find("POSTAL_LOG ignored"), std::string::npos) << bad_env.output;
 }
 
+// A proc killed while the workload runs is seen at once (the host watches its children), not
+// after the workload's 30 s delivery timeout, and on_proc_exit = teardown stops everything.
+TEST_F(Cli, AProcKilledDuringTheWorkloadIsSeenAtOnce) {
+  const std::string name = "cli-work-" + std::to_string(::getpid());
+  const fs::path file = dir_ / "t.toml";
+  std::ofstream(file) << "[topology]\nname = \"" << name << "\"\n"
+                      << "[[proc]]\nname = \"alpha\"\nlisten = \"ipc://@" << name << "-a\"\n"
+                      << "workers = 1\n"
+                      << "[[proc]]\nname = \"beta\"\nlisten = \"ipc://@" << name << "-b\"\n"
+                      << "workers = 1\n"
+                      << "[[actor]]\nproc = \"alpha\"\nname = \"pinger\"\ntype = \"postal.Driver\"\n"
+                      << "[[actor]]\nproc = \"beta\"\nname = \"ponger\"\ntype = \"postal.Echo\"\n"
+                      << "[workload]\npattern = \"ping-pong\"\nfrom = \"alpha/pinger\"\n"
+                      << "to = \"beta/ponger\"\nmessages = 1000000000\nsize = 64\n";
+  BackgroundPostal up({"up", file.string()}, dir_ / "up.txt");
+  ASSERT_TRUE(up.wait_for_output("actor beta/ponger", seconds(30))) << up.output();
+  const std::string out = up.output();
+  const size_t at = out.find("proc beta (pid ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const long pid = std::stol(out.substr(at + 15));
+  ASSERT_GT(pid, 0);
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  EXPECT_TRUE(up.wait_for_output("a proc died during the workload", seconds(10))) << up.output();
+  EXPECT_TRUE(up.wait_for_output("on_proc_exit = teardown", seconds(1))) << up.output();
+  EXPECT_EQ(up.wait_exit(seconds(20)), 1) << up.output();
+}
+
 // R-SEC-3: the state folder is private and a planted link is replaced, never written through.
 TEST_F(Cli, R_SEC_3_AStateFileLinkIsReplacedNotFollowed) {
   const std::string name = "cli-link-" + std::to_string(::getpid());
