@@ -1,6 +1,8 @@
 // Wire v2 DATA bodies: docs/wire.md §6 (layout) and §7 (the session dictionary).
 #include "envelope_codec.h"
 
+#include "le_bytes.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -28,42 +30,12 @@ constexpr uint16_t kKnownFlags = kReturnUndeliverable | kHasNextHop;
 // text until it becomes structured; §6.5 has only an address ref).
 constexpr std::string_view kTargetTag = "[target ";
 
-template <class T>
-void put(std::string& out, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));  // little-endian hosts only (static_assert below)
-  out.append(b, sizeof(T));
-}
-static_assert(std::endian::native == std::endian::little, "wire v2 is little-endian");
-
 void put_text16(std::string& out, std::string_view s) {
   put<uint16_t>(out, static_cast<uint16_t>(s.size()));
   out.append(s);
 }
 
-// Reads fields in place; every read checks the bytes left first.
-class Reader {
- public:
-  explicit Reader(std::string_view bytes) : rest_(bytes) {}
-  template <class T>
-  bool get(T& v) {
-    if (rest_.size() < sizeof(T)) return false;
-    std::memcpy(&v, rest_.data(), sizeof(T));
-    rest_.remove_prefix(sizeof(T));
-    return true;
-  }
-  bool take(size_t n, std::string_view& out) {
-    if (rest_.size() < n) return false;
-    out = rest_.substr(0, n);
-    rest_.remove_prefix(n);
-    return true;
-  }
-  size_t left() const { return rest_.size(); }
-  std::string_view rest() const { return rest_; }
-
- private:
-  std::string_view rest_;
-};
+using Reader = ByteReader;
 
 absl::Status stream_error(std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("DATA: ", sv(what)));

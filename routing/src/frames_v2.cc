@@ -2,6 +2,8 @@
 // ABORT, CANCEL), §10.2 (PING, PONG), §11 (GOODBYE).
 #include "frames_v2.h"
 
+#include "le_bytes.h"
+
 #include <bit>
 #include <cstring>
 
@@ -11,20 +13,11 @@
 namespace postal::routing::internal::v2 {
 namespace {
 
-static_assert(std::endian::native == std::endian::little, "wire v2 is little-endian");
-
 constexpr size_t kHelloBytes = 72;
 constexpr size_t kWelcomeFixedBytes = 48;
 constexpr size_t kProgressBytes = 16;
 constexpr size_t kMaxTransfers = 64;
 constexpr uint32_t kMinFrameLimit = 4096;
-
-template <class T>
-void put(std::string& out, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out.append(b, sizeof(T));
-}
 
 void zeros(std::string& out, size_t n) { out.append(n, '\0'); }
 
@@ -49,41 +42,23 @@ void put_progress(std::string& out, const std::vector<TransferProgress>& transfe
   }
 }
 
-class Reader {
+// A ByteReader that names its frame in errors and reads transfer progress lists.
+class Reader : public ByteReader {
  public:
-  Reader(std::string_view bytes, std::string_view frame) : rest_(bytes), frame_(frame) {}
-  template <class T>
-  bool get(T& v) {
-    if (rest_.size() < sizeof(T)) return false;
-    std::memcpy(&v, rest_.data(), sizeof(T));
-    rest_.remove_prefix(sizeof(T));
-    return true;
-  }
-  // Reserved bytes must be zero.
-  bool reserved(size_t n) {
-    if (rest_.size() < n) return false;
-    for (size_t i = 0; i < n; ++i) {
-      if (rest_[i] != 0) return false;
-    }
-    rest_.remove_prefix(n);
-    return true;
-  }
+  Reader(std::string_view bytes, std::string_view frame) : ByteReader(bytes), frame_(frame) {}
   bool progress(uint16_t count, std::vector<TransferProgress>& out) {
-    if (count > kMaxTransfers || count > rest_.size() / kProgressBytes) return false;
+    if (count > kMaxTransfers || count > left() / kProgressBytes) return false;
     out.resize(count);
     for (TransferProgress& t : out) {
       if (!(get(t.seq) && get(t.received))) return false;
     }
     return true;
   }
-  std::string_view rest() const { return rest_; }
-  size_t left() const { return rest_.size(); }
   absl::Status error(std::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat(sv(frame_), ": ", sv(what)));
   }
 
  private:
-  std::string_view rest_;
   std::string_view frame_;
 };
 

@@ -24,22 +24,9 @@
 #include "postal/routing/frame.h"
 #include "postal/runtime/client.h"
 #include "postal/runtime/port.h"
+#include "support/count_msg.h"
 #include "support/must.h"
 #include "support/raw_peer.h"
-
-namespace {
-
-struct BoundsMsg {
-  int64_t n = 0;
-  template <class A>
-  void serialize(A& a) {
-    a(n);
-  }
-};
-
-}  // namespace
-
-POSTAL_MESSAGE(BoundsMsg, "test.routing.channel_bounds.Msg");
 
 namespace postal::routing {
 namespace {
@@ -106,7 +93,7 @@ class ChannelBoundsTest : public testing::Test {
         receiving_(quiet_proc()),
         alice_(must(runtime::Client::attach(sending_, "alice"))),
         bob_(must(runtime::Client::attach(receiving_, "bob"))),
-        port_(runtime::open_port<BoundsMsg>(*bob_)) {}
+        port_(runtime::open_port<test_support::CountMsg>(*bob_)) {}
 
   std::unique_ptr<ChannelServer> serve(ChannelOptions options) {
     return must(ChannelServer::serve(io_, ipc_abstract(), receiving_, receiving_, options));
@@ -116,12 +103,12 @@ class ChannelBoundsTest : public testing::Test {
   }
   runtime::EnvelopePtr envelope(int64_t n) {
     return runtime::MessageEnvelope::make(alice_->self_addr(), port_.handle.bind().addr(),
-                                          wire::Any::make(BoundsMsg{n}));
+                                          wire::Any::make(test_support::CountMsg{n}));
   }
   // Posts n through `client` and checks that bob gets it: the channel works end to end.
   ::testing::AssertionResult round_trip(ChannelClient& client, int64_t n) {
     client.post(envelope(n), sending_);
-    absl::StatusOr<BoundsMsg> got = port_.receiver.recv(kDeadline);
+    absl::StatusOr<test_support::CountMsg> got = port_.receiver.recv(kDeadline);
     if (!got.ok())
       return ::testing::AssertionFailure() << "waiting for " << n << ": " << got.status();
     if (got->n != n) return ::testing::AssertionFailure() << "got " << got->n << ", not " << n;
@@ -145,7 +132,7 @@ class ChannelBoundsTest : public testing::Test {
   runtime::Proc receiving_;
   std::unique_ptr<runtime::Client> alice_;
   std::unique_ptr<runtime::Client> bob_;
-  runtime::OpenPort<BoundsMsg> port_;
+  runtime::OpenPort<test_support::CountMsg> port_;
 };
 
 // The length prefix, kind and seq of a DATA frame announcing `envelope_bytes`, then `body` of
@@ -190,7 +177,7 @@ TEST_F(ChannelBoundsTest, R_FLOW_4_AStalledPartialFrameIsClosedAndAQuietConnecti
 
   absl::SleepFor(absl::Milliseconds(400));  // twice the timeout: the quiet one is still open
   ASSERT_TRUE(quiet.send(std::string(must(encode_data_frame(*envelope(7))))));
-  absl::StatusOr<BoundsMsg> got = port_.receiver.recv(kDeadline);
+  absl::StatusOr<test_support::CountMsg> got = port_.receiver.recv(kDeadline);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->n, 7);
   EXPECT_EQ(server->stats().closed_partial_frame_timeout, 1u);

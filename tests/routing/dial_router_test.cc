@@ -24,21 +24,8 @@
 #include "postal/routing/channel_server.h"
 #include "postal/runtime/client.h"
 #include "postal/runtime/port.h"
+#include "support/count_msg.h"
 #include "support/must.h"
-
-namespace {
-
-struct DialMsg {
-  int64_t n = 0;
-  template <class A>
-  void serialize(A& a) {
-    a(n);
-  }
-};
-
-}  // namespace
-
-POSTAL_MESSAGE(DialMsg, "test.routing.dial_router.Msg");
 
 namespace postal::routing {
 namespace {
@@ -96,7 +83,7 @@ class DialRouterTest : public testing::Test {
         receiving_(runtime::ProcOptions::threads(1)),
         alice_(must(runtime::Client::attach(sending_, "alice"))),
         bob_(must(runtime::Client::attach(receiving_, "bob"))),
-        port_(runtime::open_port<DialMsg>(*bob_)),
+        port_(runtime::open_port<test_support::CountMsg>(*bob_)),
         server_(must(ChannelServer::serve(io_,
                                           must(ChannelAddr::ipc_abstract(absl::StrCat(
                                               "postal-dial-", ::getpid(), "-", ++count_))),
@@ -113,13 +100,13 @@ class DialRouterTest : public testing::Test {
     runtime::PortAddr dest = port_.handle.bind().addr();
     dest.location = runtime::Location::addr(where);
     return runtime::MessageEnvelope::make(alice_->self_addr(), std::move(dest),
-                                          wire::Any::make(DialMsg{n}));
+                                          wire::Any::make(test_support::CountMsg{n}));
   }
   // The next envelope of alice's that came back: its n and its root failure.
   std::pair<int64_t, runtime::DeliveryFailure> next_returned(absl::Duration wait = kDeadline) {
     absl::StatusOr<EnvelopePtr> env = alice_->next_undeliverable(wait);
     if (!env.ok() || (*env)->root_failure() == nullptr) return {-1, {}};
-    absl::StatusOr<DialMsg> msg = (*env)->data().take<DialMsg>();
+    absl::StatusOr<test_support::CountMsg> msg = (*env)->data().take<test_support::CountMsg>();
     return {msg.ok() ? msg->n : -1, *(*env)->root_failure()};
   }
 
@@ -129,7 +116,7 @@ class DialRouterTest : public testing::Test {
   runtime::Proc receiving_;
   std::unique_ptr<runtime::Client> alice_;
   std::unique_ptr<runtime::Client> bob_;
-  runtime::OpenPort<DialMsg> port_;
+  runtime::OpenPort<test_support::CountMsg> port_;
   std::unique_ptr<ChannelServer> server_;
 };
 
@@ -150,7 +137,7 @@ TEST_F(DialRouterTest, R_FLOW_3_ABlackHolePeerDelaysNoTrafficToAnother) {
     if (n % 100 == 0) router.post(to(hole.addr(), -1), sending_);
   }
   for (int n = 0; n < kMessages; ++n) {
-    absl::StatusOr<DialMsg> got = port_.receiver.recv(kDeadline);
+    absl::StatusOr<test_support::CountMsg> got = port_.receiver.recv(kDeadline);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->n, n);
   }
@@ -241,7 +228,7 @@ TEST_F(DialRouterTest, R_ROUTE_3_IdleClientsAreEvictedAndFreedAndTheAddressIsRed
   }
   const size_t dials = router.dials();
   router.post(to(peers[0]->local_addr(), 100), sending_);
-  absl::StatusOr<DialMsg> again = port_.receiver.recv(kDeadline);
+  absl::StatusOr<test_support::CountMsg> again = port_.receiver.recv(kDeadline);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->n, 100);
   EXPECT_EQ(router.dials(), dials + 1);
@@ -257,7 +244,7 @@ TEST_F(DialRouterTest, R_ROUTE_3_AClientInUseIsNotEvicted) {
   int n = 0;
   for (; absl::Now() < until; ++n) {
     router.post(to(server_->local_addr(), n), sending_);
-    absl::StatusOr<DialMsg> got = port_.receiver.recv(kDeadline);
+    absl::StatusOr<test_support::CountMsg> got = port_.receiver.recv(kDeadline);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->n, n);
     absl::SleepFor(absl::Milliseconds(20));  // pacing, well under the idle timeout
