@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "postal/mail/mailbox_host.h"
-#include "postal/routing/frame.h"
+#include "postal/routing/channel.h"
 #include "postal/routing/proc_main.h"
 #include "postal/runtime/logger.h"
 

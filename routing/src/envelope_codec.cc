@@ -128,7 +128,8 @@ void EnvelopeEncoder::roll_back() {
   undo_.clear();
 }
 
-absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::string& out) {
+absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::string& out,
+                                     uint64_t max_body, bool with_payload) {
   // Everything that can fail the envelope is checked before the dictionary changes.
   const std::string sender = env.sender().to_string();
   const std::string dest = env.dest().actor_addr().to_string();
@@ -154,7 +155,8 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
 
   ++frame_;
   undo_.clear();
-  absl::Status failed = body(seq, env, sender, dest, has_hop ? &hop : nullptr, targets, *payload, out);
+  absl::Status failed = body(seq, env, sender, dest, has_hop ? &hop : nullptr, targets, *payload,
+                             max_body, with_payload, out);
   if (!failed.ok()) roll_back();
   undo_.clear();
   return failed;
@@ -163,7 +165,8 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
 absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, const std::string& sender,
                                    const std::string& dest, const std::string* hop_text,
                                    const std::vector<FailureTarget>& targets,
-                                   std::string_view payload_bytes, std::string& out) {
+                                   std::string_view payload_bytes, uint64_t max_body,
+                                   bool with_payload, std::string& out) {
   const bool has_hop = hop_text != nullptr;
   const std::string& hop = has_hop ? *hop_text : dest;
   const std::string_view* payload = &payload_bytes;
@@ -228,6 +231,13 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, const std
     put_text16(failures, detail);
   }
 
+  const uint64_t total = kFixedBytes + (has_hop ? kNextHopBytes : 0) + defines.size() +
+                         headers.size() + failures.size() + payload->size();
+  last_body_ = total;
+  if (total > max_body) {
+    return absl::OutOfRangeError(
+        absl::StrCat("a DATA body of ", total, " bytes exceeds the limit of ", max_body));
+  }
   const uint16_t flags = (env.return_undeliverable() ? kReturnUndeliverable : 0) |
                          (has_hop ? kHasNextHop : 0);
   put<uint64_t>(out, seq);
@@ -248,7 +258,8 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, const std
     put<uint8_t>(out, static_cast<uint8_t>(env.next_hop().id.port.kind()));
     put<uint64_t>(out, env.next_hop().id.port.value());
   }
-  out.append(defines).append(headers).append(failures).append(*payload);
+  out.append(defines).append(headers).append(failures);
+  if (with_payload) out.append(*payload);
   return absl::OkStatus();
 }
 

@@ -63,11 +63,16 @@ class EnvelopeEncoder {
   explicit EnvelopeEncoder(DictLimits limits = {}) : limits_(limits) {}
 
   // Appends the DATA body of `env` with `seq` (fixed part … payload) to `out`. On error nothing
-  // is appended and the dictionary is as before.
-  absl::Status encode(uint64_t seq, runtime::MessageEnvelope& env, std::string& out);
+  // is appended and the dictionary is as before: OutOfRange when the body would exceed
+  // `max_body` bytes. With `with_payload` false the payload's bytes are left off (the caller
+  // writes them from the envelope as a slice, §6.7); the body still counts them.
+  absl::Status encode(uint64_t seq, runtime::MessageEnvelope& env, std::string& out,
+                      uint64_t max_body = UINT64_MAX, bool with_payload = true);
 
   size_t entries() const { return entries_.size(); }
   uint64_t bytes() const { return bytes_; }
+  // The body size the last encode() computed (also when it failed with OutOfRange).
+  uint64_t last_body_bytes() const { return last_body_; }
 
  private:
   struct Entry {
@@ -82,7 +87,7 @@ class EnvelopeEncoder {
   absl::Status body(uint64_t seq, runtime::MessageEnvelope& env, const std::string& sender,
                     const std::string& dest, const std::string* hop,
                     const std::vector<FailureTarget>& targets, std::string_view payload,
-                    std::string& out);
+                    uint64_t max_body, bool with_payload, std::string& out);
   // Undoes this frame's definitions (an envelope that fails after some refs were made).
   void roll_back();
 
@@ -95,6 +100,7 @@ class EnvelopeEncoder {
   absl::flat_hash_map<std::string, uint32_t> name_ids_;
   uint64_t bytes_ = 0;
   uint64_t frame_ = 0;  // frames encoded, for recency
+  uint64_t last_body_ = 0;
 };
 
 class EnvelopeDecoder {

@@ -278,7 +278,11 @@ absl::StatusOr<Ping> decode_ping(std::string_view body) {
 
 void FrameSplitter::feed(std::string_view bytes) {
   if (!error_.ok() || bytes.empty()) return;
-  if (start_ > 0 && start_ * 2 >= buffer_.size()) {  // compact: keep the buffer from growing
+  if (start_ == buffer_.size()) {  // every frame was returned: a large frame's buffer goes
+    if (buffer_.capacity() > kKeptCapacity) std::string().swap(buffer_);
+    buffer_.clear();
+    start_ = 0;
+  } else if (start_ > 0 && start_ * 2 >= buffer_.size()) {  // compact: keep it from growing
     buffer_.erase(0, start_);
     start_ = 0;
   }

@@ -187,6 +187,10 @@ class FrameSplitter {
   absl::StatusOr<std::optional<RawFrame>> next();
   // Bytes held for an incomplete frame.
   size_t buffered() const { return buffer_.size() - start_; }
+  // Memory the splitter holds (R-FLOW-4): about the bytes fed and not yet returned, and at most
+  // kKeptCapacity once every frame fed was returned.
+  size_t held_bytes() const { return buffer_.capacity(); }
+  static constexpr size_t kKeptCapacity = 64 << 10;
 
  private:
   uint32_t limit_;

@@ -1,18 +1,19 @@
-// The ipc/tcp ChannelClient: serialize once, sequence, batch, retransmit until acked
-// (R-CHAN-1…4; channel_client.h has the contract, stream_client.h the threading, docs/wire-v1.md the
-// protocol).
+// The ipc/tcp ChannelClient: serialize once, sequence, encode, batch, retransmit until acked
+// (R-CHAN-1…4; channel_client.h has the contract, stream_client.h the threading, docs/wire.md
+// the protocol).
 #include "stream_client.h"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <limits>
-#include <optional>
 #include <utility>
 
-#include <boost/asio/buffer.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -34,7 +35,11 @@ namespace {
 // read fills it, up to kReadChunk.
 constexpr size_t kFirstReadChunk = 4 << 10;
 constexpr size_t kReadChunk = 64 << 10;
-constexpr size_t kMaxWriteBuffers = 1024;
+// iovecs per sendmsg (the platform's IOV_MAX is 1024).
+constexpr size_t kMaxIov = 1024;
+// Payloads up to this size are copied into their frame; larger ones are written from the
+// envelope as a slice (§6.7).
+constexpr size_t kInlinePayload = 512;
 
 std::chrono::nanoseconds to_chrono(absl::Duration d) {
   return std::chrono::nanoseconds(std::max<int64_t>(0, absl::ToInt64Nanoseconds(d)));
@@ -49,6 +54,8 @@ uint64_t random_session(uint64_t old = 0) {
   }
 }
 
+std::string target_of(const MessageEnvelope& env) { return env.next_hop().to_string(); }
+
 }  // namespace
 
 StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<Endpoint> endpoints,
@@ -59,13 +66,13 @@ StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<E
       endpoints_(std::move(endpoints)),
       returns_(returns),
       options_(options),
-      max_frame_(std::min<uint64_t>(options.max_frame_bytes, std::numeric_limits<uint32_t>::max())),
+      max_frame_(std::clamp<uint64_t>(options.max_frame_bytes, 4096,
+                                      std::numeric_limits<uint32_t>::max())),
       session_(random_session()),
       socket_(io.context()),
       reconnect_timer_(io.context()),
       deadline_timer_(io.context()),
       dial_timer_(io.context()),
-      decoder_(options.max_frame_bytes),
       read_buf_(kFirstReadChunk),
       backoff_(options.reconnect_initial) {}
 
@@ -82,6 +89,8 @@ absl::Status StreamClientCore::connect_first() {
 
 void StreamClientCore::start() {
   boost::asio::post(io_.context(), [self = shared_from_this()] {
+    boost::system::error_code ignored;
+    self->socket_.non_blocking(true, ignored);
     self->link_ = Link::kHandshaking;
     self->send_hello();
     self->read(self->gen_);
@@ -112,65 +121,61 @@ void StreamClientCore::resolve_then_connect() {
       });
 }
 
-void StreamClientCore::fail_dial_queue_full(EnvelopePtr env, ReturnHandle& ret, size_t queued,
-                                            size_t bytes) {
-  std::string target = env->next_hop().to_string();
-  MessageEnvelope::undeliverable(
-      std::move(env),
-      DeliveryFailure::transport_failure(
-          std::move(target), TransportReason::kDialFailed,
-          absl::StrCat(addr_text_, ": still dialing and its queue is full (", queued,
-                       " envelopes, ", bytes, " bytes; bounds max_dial_queue ",
-                       options_.max_dial_queue, ", max_dial_queue_bytes ",
-                       options_.max_dial_queue_bytes, ")")),
-      ret);
+void StreamClientCore::fail_now(EnvelopePtr env, ReturnHandle& ret, DeliveryFailure f) {
+  MessageEnvelope::undeliverable(std::move(env), std::move(f), ret);
 }
 
 void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
-  if (closed_.load(std::memory_order_acquire)) return fail_closed(std::move(env), ret);
-  absl::StatusOr<std::string> frame = encode_data_frame(*env);
-  if (!frame.ok()) {  // cereal's exceptions become ProtocolMismatch at the wire boundary
-    std::string target = env->next_hop().to_string();
-    MessageEnvelope::undeliverable(std::move(env),
-                                   DeliveryFailure::invalid_reference(
-                                       std::move(target), runtime::InvalidReason::kProtocolMismatch,
-                                       std::string(frame.status().message())),
-                                   ret);
-    return;
+  if (closed()) return fail_closed(std::move(env), ret);
+  // R-ENV-4: the payload is serialized once, here, on the posting thread (§13 rule 41).
+  absl::StatusOr<std::string_view> payload = env->data().bytes();
+  if (!payload.ok()) {  // cereal's exceptions become ProtocolMismatch at the wire boundary
+    std::string target = target_of(*env);
+    return fail_now(std::move(env), ret,
+                    DeliveryFailure::invalid_reference(std::move(target),
+                                                       runtime::InvalidReason::kProtocolMismatch,
+                                                       std::string(payload.status().message())));
   }
-  const uint64_t len = frame->size() - kLengthPrefixBytes;
-  if (len > max_frame_) {  // R-CHAN-3: this envelope fails alone; the channel carries on
-    std::string target = env->next_hop().to_string();
-    MessageEnvelope::undeliverable(
-        std::move(env), DeliveryFailure::oversized_frame(std::move(target), len, max_frame_), ret);
-    return;
+  // R-CHAN-3: an envelope whose smallest possible frame is over the limit fails alone, now; the
+  // exact size is checked when it is encoded.
+  const uint64_t least = 1 + v2::kFixedBytes + payload->size();
+  if (least > max_frame_) {
+    std::string target = target_of(*env);
+    return fail_now(std::move(env), ret,
+                    DeliveryFailure::oversized_frame(std::move(target), least, max_frame_));
   }
   bool kick = false;
   size_t full_queue = 0, full_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (dialing_.load(std::memory_order_relaxed) && !closed_.load(std::memory_order_relaxed)) {
+    if (!closed_.load(std::memory_order_relaxed)) {
       // R-FLOW-3: what waits for a dial is bounded.
-      if (pending_.size() >= options_.max_dial_queue ||
-          dial_queue_bytes_ + frame->size() > options_.max_dial_queue_bytes) {
-        full_queue = pending_.size();
+      if (dialing_.load(std::memory_order_relaxed) &&
+          (queued_.size() >= options_.max_dial_queue ||
+           dial_queue_bytes_ + payload->size() > options_.max_dial_queue_bytes)) {
+        full_queue = queued_.size();
         full_bytes = dial_queue_bytes_;
       } else {
-        dial_queue_bytes_ += frame->size();
+        if (dialing_.load(std::memory_order_relaxed)) dial_queue_bytes_ += payload->size();
+        queued_.push_back(Queued{std::move(env), payload->size()});
+        outstanding_.fetch_add(1, std::memory_order_relaxed);
+        kick = !kick_scheduled_;
+        kick_scheduled_ = true;
       }
-    }
-    if (full_queue == 0 && full_bytes == 0 && !closed_.load(std::memory_order_relaxed)) {
-      const uint64_t seq = next_seq_++;
-      set_data_seq(*frame, seq);
-      pending_.push_back(Pending{seq, absl::Now(), std::move(env), *std::move(frame)});
-      kick = !kick_scheduled_;
-      kick_scheduled_ = true;
     }
   }
   if (env && (full_queue != 0 || full_bytes != 0)) {
-    return fail_dial_queue_full(std::move(env), ret, full_queue, full_bytes);
+    std::string target = target_of(*env);
+    return fail_now(
+        std::move(env), ret,
+        DeliveryFailure::transport_failure(
+            std::move(target), TransportReason::kDialFailed,
+            absl::StrCat(addr_text_, ": still dialing and its queue is full (", full_queue,
+                         " envelopes, ", full_bytes, " bytes; bounds max_dial_queue ",
+                         options_.max_dial_queue, ", max_dial_queue_bytes ",
+                         options_.max_dial_queue_bytes, ")")));
   }
-  if (env) return fail_closed(std::move(env), ret);  // closed while we were encoding
+  if (env) return fail_closed(std::move(env), ret);  // closed while we were serializing
   if (kick) boost::asio::post(io_.context(), [self = shared_from_this()] { self->on_kick(); });
 }
 
@@ -185,11 +190,6 @@ absl::Status StreamClientCore::status() const {
   return status_;
 }
 
-size_t StreamClientCore::unacked() const {
-  absl::MutexLock lock(&mu_);
-  return closed_.load(std::memory_order_relaxed) ? 0 : next_seq_ - acked_;
-}
-
 void StreamClientCore::fail_closed(EnvelopePtr env, ReturnHandle& ret) {
   absl::Status why;
   TransportReason reason;
@@ -198,13 +198,11 @@ void StreamClientCore::fail_closed(EnvelopePtr env, ReturnHandle& ret) {
     why = status_;
     reason = closed_reason_;
   }
-  std::string target = env->next_hop().to_string();
-  MessageEnvelope::undeliverable(
-      std::move(env),
-      DeliveryFailure::transport_failure(
-          std::move(target), reason,
-          absl::StrCat("channel ", addr_text_, " is closed: ", why.message())),
-      ret);
+  std::string target = target_of(*env);
+  fail_now(std::move(env), ret,
+           DeliveryFailure::transport_failure(
+               std::move(target), reason,
+               absl::StrCat("channel ", addr_text_, " is closed: ", why.message())));
 }
 
 void StreamClientCore::on_kick() {
@@ -215,18 +213,16 @@ void StreamClientCore::on_kick() {
   if (closed()) return;
   if (link_ == Link::kDown && !reconnect_scheduled_) connect_async();  // lazy reconnect
   arm_deadline();
-  maybe_write();
+  sequence();
+  flush_writes();
 }
 
 void StreamClientCore::connect_async() {
-  if (writing_) {  // the old connection's aborted write has not completed yet
-    reconnect_wanted_ = true;
-    return;
-  }
   link_ = Link::kConnecting;
   const uint64_t gen = ++gen_;
   boost::system::error_code ignored;
   socket_.close(ignored);
+  waiting_writable_ = false;
   dial_timer_.expires_after(to_chrono(std::min(options_.dial_timeout, options_.delivery_timeout)));
   dial_timer_.async_wait([self = shared_from_this(), gen](const boost::system::error_code& ec) {
     if (!ec) self->on_dial_timeout(gen);
@@ -249,6 +245,8 @@ void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_cod
   }
   set_cloexec(socket_.native_handle());  // after the fact; spawns close every fd anyway
   tune(socket_, addr_);
+  boost::system::error_code ignored;
+  socket_.non_blocking(true, ignored);
   connected();
   link_ = Link::kHandshaking;
   send_hello();
@@ -256,23 +254,23 @@ void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_cod
 }
 
 void StreamClientCore::send_hello() {
-  hello_.clear();
-  {
-    absl::MutexLock lock(&mu_);
-    trim_locked();
-    // Nothing written is unacked, so the server holds nothing of this session that matters:
-    // present a new session. A server that restarted would reject the old one (R-CHAN-1).
-    if (acked_ > 0 && acked_ >= written_) new_session_locked();
-    hello_first_unacked_ = acked_;
-    append_hello(hello_, HelloFrame{kWireVersion, session_, acked_});
-  }
-  writing_ = true;
-  writing_data_ = false;
-  boost::asio::async_write(
-      socket_, boost::asio::buffer(hello_),
-      [self = shared_from_this(), gen = gen_](const boost::system::error_code& ec, size_t n) {
-        self->on_written(gen, ec, n);
-      });
+  splitter_ = v2::FrameSplitter(v2::kHandshakeFrameLimit);
+  // §4.2: resume when something written is outstanding; otherwise present a new session, so a
+  // server that lost its sessions has nothing to reject.
+  hello_resuming_ = written_ > acked_;
+  if (!hello_resuming_ && session_presented_) new_session();
+  session_presented_ = true;
+  v2::Hello hello;
+  hello.resuming = hello_resuming_;
+  hello.client_session = session_;
+  hello.first_unacked_seq = hello_resuming_ ? acked_ : 0;
+  hello.max_frame_bytes = static_cast<uint32_t>(max_frame_);
+  hello.ack_interval_ms = static_cast<uint32_t>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(options_.delivery_timeout / 4), 10, 60'000));
+  control_.clear();
+  control_sent_ = 0;
+  v2::append(control_, hello);
+  flush_writes();
 }
 
 void StreamClientCore::read(uint64_t gen) {
@@ -289,54 +287,64 @@ void StreamClientCore::on_read(uint64_t gen, const boost::system::error_code& ec
     return link_failed(
         gen, ec == boost::asio::error::eof ? "the server closed the connection" : os_error(ec));
   }
-  decoder_.feed(std::string_view(read_buf_.data(), n));
+  splitter_.feed(std::string_view(read_buf_.data(), n));
   if (n == read_buf_.size() && read_buf_.size() < kReadChunk) {
     read_buf_.resize(read_buf_.size() * 2);
   }
   for (;;) {
-    absl::StatusOr<std::optional<Frame>> frame = decoder_.next();
+    absl::StatusOr<std::optional<v2::RawFrame>> frame = splitter_.next();
     if (!frame.ok()) {
-      if (absl::IsFailedPrecondition(frame.status())) {  // a WELCOME of another version
-        return close_channel(TransportReason::kChannelClosed,
-                             absl::FailedPreconditionError(absl::StrCat(
-                                 "channel ", addr_text_, ": ", frame.status().message())),
-                             /*rejected=*/true);
-      }
       return link_failed(gen, absl::StrCat("protocol error: ", frame.status().message()));
     }
     if (!frame->has_value()) break;
-    handle(gen, std::move(**frame));
+    handle(gen, (*frame)->kind, (*frame)->body);
     if (gen != gen_ || closed()) return;
   }
   read(gen);
 }
 
-void StreamClientCore::handle(uint64_t gen, Frame frame) {
-  if (auto* welcome = std::get_if<WelcomeFrame>(&frame)) return on_welcome(gen, *welcome);
-  if (auto* ack = std::get_if<AckFrame>(&frame)) return on_ack(gen, *ack);
-  if (auto* reject = std::get_if<RejectFrame>(&frame)) return on_reject(gen, *reject);
-  link_failed(gen, absl::StrCat("protocol error: unexpected ", sv(to_string(kind_of(frame))),
-                                " from the server"));
+void StreamClientCore::handle(uint64_t gen, v2::Kind kind, std::string_view body) {
+  auto stream_error = [&](const absl::Status& s) {
+    link_failed(gen, absl::StrCat("protocol error: ", s.message()));
+  };
+  switch (kind) {
+    case v2::Kind::kWelcome: {
+      absl::StatusOr<v2::Welcome> w = v2::decode_welcome(body);
+      return w.ok() ? on_welcome(gen, *w) : stream_error(w.status());
+    }
+    case v2::Kind::kAck: {
+      absl::StatusOr<v2::Ack> a = v2::decode_ack(body);
+      return a.ok() ? on_ack(gen, *a) : stream_error(a.status());
+    }
+    case v2::Kind::kReject: {
+      absl::StatusOr<v2::Reject> r = v2::decode_reject(body);
+      return r.ok() ? on_reject(gen, *r) : stream_error(r.status());
+    }
+    case v2::Kind::kGoodbye: {
+      absl::StatusOr<v2::Goodbye> g = v2::decode_goodbye(body);
+      return g.ok() ? on_goodbye(gen, *g) : stream_error(g.status());
+    }
+    default:
+      return link_failed(gen, absl::StrCat("protocol error: unexpected frame kind ",
+                                           static_cast<int>(kind), " from the server"));
+  }
 }
 
-void StreamClientCore::on_welcome(uint64_t gen, const WelcomeFrame& welcome) {
+void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
   if (link_ != Link::kHandshaking) return link_failed(gen, "protocol error: a second WELCOME");
-  size_t retransmit = 0;
-  uint64_t session = 0;
   std::string mismatch;
-  {
-    absl::MutexLock lock(&mu_);
-    session = session_;
-    if (welcome.next_expected_seq < acked_ || welcome.next_expected_seq > next_seq_) {
-      mismatch = absl::StrCat("the server expects seq ", welcome.next_expected_seq,
-                              " but this session has acked ", acked_, " and sent ", next_seq_);
-    } else {
-      acked_ = welcome.next_expected_seq;  // R-CHAN-2: frames below it were enqueued there
-      written_ = std::max(written_, acked_);
-      next_to_send_ = acked_;  // everything else is retransmitted
-      retransmit = next_seq_ - acked_;
-      trim_locked();
+  if (!hello_resuming_) {
+    if (welcome.next_expected != 0) {
+      mismatch = absl::StrCat("the server expects seq ", welcome.next_expected,
+                              " of a session this client just started");
     }
+  } else if (welcome.next_expected < acked_ || welcome.next_expected > written_) {
+    mismatch = absl::StrCat("the server expects seq ", welcome.next_expected,
+                            " but this session has acked ", acked_, " and written ", written_);
+  } else if (welcome.max_frame_bytes != limits_.max_frame_bytes ||
+             welcome.dict_max_entries != limits_.dict_max_entries ||
+             welcome.dict_max_bytes != limits_.dict_max_bytes) {
+    mismatch = "the server changed the session's limits (§4.3 rule 4)";
   }
   if (!mismatch.empty()) {
     return close_channel(
@@ -344,81 +352,114 @@ void StreamClientCore::on_welcome(uint64_t gen, const WelcomeFrame& welcome) {
         absl::FailedPreconditionError(absl::StrCat("channel ", addr_text_, ": ", mismatch)),
         /*rejected=*/true);
   }
+  const size_t before = pending_.size();
+  if (!hello_resuming_) {
+    // A new session: its dictionary starts empty with the bounds the server announced, and
+    // what is pending (never written) is encoded afresh from seq 0.
+    limits_ = welcome;
+    encoder_.emplace(v2::DictLimits{welcome.dict_max_entries, welcome.dict_max_bytes});
+    std::deque<Pending> old;
+    old.swap(pending_);
+    next_seq_ = acked_ = written_ = next_to_send_ = 0;
+    for (Pending& p : old) encode(p.env);
+  } else {
+    outstanding_.fetch_sub(welcome.next_expected - acked_, std::memory_order_acq_rel);
+    acked_ = welcome.next_expected;  // R-CHAN-2: frames below it were enqueued there
+    trim();
+  }
+  next_to_send_ = acked_;  // everything else is (re)sent
+  send_offset_ = 0;
   link_ = Link::kUp;
+  splitter_.set_limit(static_cast<uint32_t>(max_frame_));
   dial_timer_.cancel();
   backoff_ = options_.reconnect_initial;
   if (outage_) {
-    log().info(absl::StrCat("channel ", addr_text_, ": reconnected (session ", session, " at seq ",
-                          welcome.next_expected_seq, "); sending ", retransmit,
-                          " unacked envelopes"));
+    log().info(absl::StrCat("channel ", addr_text_, ": reconnected (session ", session_,
+                            hello_resuming_ ? " resumed at seq " : " new, seq ", acked_,
+                            "); sending ", before, " pending envelopes"));
     outage_ = false;
   }
+  sequence();
   arm_deadline();
-  maybe_write();
+  flush_writes();
 }
 
-void StreamClientCore::on_ack(uint64_t gen, const AckFrame& ack) {
+void StreamClientCore::on_ack(uint64_t gen, const v2::Ack& ack) {
   if (link_ != Link::kUp) return link_failed(gen, "protocol error: ACK before WELCOME");
-  std::string error;
-  {
-    absl::MutexLock lock(&mu_);
-    if (ack.next_expected > next_to_send_) {
-      error = absl::StrCat("protocol error: ACK ", ack.next_expected,
-                           " beyond the last frame sent (", next_to_send_, ")");
-    } else {
-      acked_ = std::max(acked_, ack.next_expected);
-      written_ = std::max(written_, acked_);  // the ACK may overtake the write's completion
-      trim_locked();
-    }
+  if (ack.next_expected > written_) {
+    return link_failed(gen, absl::StrCat("protocol error: ACK ", ack.next_expected,
+                                         " beyond the last frame written (", written_, ")"));
   }
-  if (!error.empty()) return link_failed(gen, std::move(error));
-  arm_deadline();
+  if (ack.next_expected > acked_) {
+    outstanding_.fetch_sub(ack.next_expected - acked_, std::memory_order_acq_rel);
+    acked_ = ack.next_expected;
+    trim();
+  }
+  progress_at_ = absl::Now();  // §12 rule 40: every ACK restarts the delivery timer
+  if (!anything_pending()) idle_ = true;
 }
 
-void StreamClientCore::on_reject(uint64_t gen, const RejectFrame& reject) {
+void StreamClientCore::on_reject(uint64_t gen, const v2::Reject& reject) {
   if (link_ != Link::kHandshaking) return link_failed(gen, "protocol error: REJECT after WELCOME");
   std::string why = absl::StrCat("channel ", addr_text_,
-                                 ": the server rejected the session: ", reject.reason);
-  if (reject.version != kWireVersion || hello_first_unacked_ == 0) {
-    // Another wire version, or a server that turns away even a session it cannot know: a new
-    // session would fare no better.
-    return close_channel(TransportReason::kChannelClosed,
-                         absl::FailedPreconditionError(std::move(why)), /*rejected=*/true);
+                                 ": the server rejected the session: ", reject.text);
+  const uint16_t code = reject.code.value_or(0);
+  if (reject.code && hello_resuming_ &&
+      (code == static_cast<uint16_t>(v2::RejectCode::kSessionUnknown) ||
+       code == static_cast<uint16_t>(v2::RejectCode::kSessionOutOfSync))) {
+    return resume_on_new_session(why);
   }
-  // The server lost (or disagrees about) this session. Frames written to it and not acked may
-  // or may not have been enqueued before it went away: return them (at most once). The rest
-  // never left this process: they continue, in order, on a new session.
+  if (reject.code && (code == static_cast<uint16_t>(v2::RejectCode::kBusy) ||
+                      code == static_cast<uint16_t>(v2::RejectCode::kShuttingDown))) {
+    return link_failed(gen, why);
+  }
+  // Another wire version (the frozen layout), or a reason a new session would not fix.
+  close_channel(TransportReason::kChannelClosed, absl::FailedPreconditionError(std::move(why)),
+                /*rejected=*/true);
+}
+
+void StreamClientCore::on_goodbye(uint64_t gen, const v2::Goodbye& goodbye) {
+  if (link_ != Link::kUp) return link_failed(gen, "protocol error: GOODBYE before WELCOME");
+  if (goodbye.next_expected <= written_ && goodbye.next_expected > acked_) {
+    outstanding_.fetch_sub(goodbye.next_expected - acked_, std::memory_order_acq_rel);
+    acked_ = goodbye.next_expected;
+    trim();
+  }
+  const std::string why =
+      absl::StrCat("channel ", addr_text_, ": the server said goodbye: ", goodbye.text);
+  if (goodbye.code == static_cast<uint16_t>(v2::GoodbyeCode::kIdle)) return link_failed(gen, why);
+  if (goodbye.code == static_cast<uint16_t>(v2::GoodbyeCode::kProtocolError)) {
+    return resume_on_new_session(why);
+  }
+  // server_stopping (and unknown codes): it processes nothing more of this session.
+  close_channel(TransportReason::kChannelClosed,
+                absl::UnavailableError(absl::StrCat(why, " (the server stopped)")),
+                /*rejected=*/false);
+}
+
+void StreamClientCore::resume_on_new_session(const std::string& why) {
+  // Frames written to the old session and not acked may or may not have been enqueued before it
+  // went away: return them (at most once). The rest never left this process: they continue, in
+  // order, on a new session.
   std::vector<EnvelopePtr> returned;
-  uint64_t old_session = 0;
-  uint64_t resumed = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    old_session = session_;
-    for (Pending& p : pending_) {
-      if (p.seq >= written_) break;
-      if (p.seq >= acked_ && p.env) returned.push_back(std::move(p.env));
-    }
-    acked_ = written_;
-    // Only the HELLO can be in flight in kHandshaking (a new connection waits for the old
-    // connection's write), so the frames may be dropped and renumbered.
-    new_session_locked();
-    resumed = next_seq_;
+  while (!pending_.empty() && pending_.front().seq < written_) {
+    if (pending_.front().seq >= acked_) returned.push_back(std::move(pending_.front().env));
+    pending_.pop_front();
   }
+  outstanding_.fetch_sub(returned.size(), std::memory_order_acq_rel);
+  acked_ = written_;
+  const uint64_t old_session = session_;
+  new_session();
   log().warn(absl::StrCat(why, "; returning ", returned.size(),
-                        " written but unacked envelopes, resuming ", resumed,
-                        " on a new session (was ", old_session, ")"));
-  last_error_ = why;
-  boost::system::error_code ignored;
-  socket_.close(ignored);
-  ++gen_;
-  link_ = Link::kDown;
-  decoder_ = FrameDecoder(options_.max_frame_bytes);
+                          " written but unacked envelopes, resuming ", pending_.size(),
+                          " on a new session (was ", old_session, ")"));
+  drop_connection(why);
   backoff_ = options_.reconnect_initial;  // the server is up: it just answered
   const std::string detail = absl::StrCat(
       why, " (the envelope was written to the old session and not acked: it may or may not have "
            "been delivered)");
   for (EnvelopePtr& env : returned) {
-    std::string target = env->next_hop().to_string();
+    std::string target = target_of(*env);
     MessageEnvelope::undeliverable(
         std::move(env),
         DeliveryFailure::transport_failure(std::move(target), TransportReason::kChannelClosed,
@@ -426,71 +467,130 @@ void StreamClientCore::on_reject(uint64_t gen, const RejectFrame& reject) {
         returns_);
   }
   if (closed()) return;
-  bool pending = false;
-  {
-    absl::MutexLock lock(&mu_);
-    pending = next_seq_ != acked_;
-  }
-  if (pending) connect_async();  // else the next post connects
+  if (anything_pending()) connect_async();  // else the next post connects
 }
 
-void StreamClientCore::maybe_write() {
-  if (link_ != Link::kUp || writing_ || closed()) return;
-  write_bufs_.clear();
+void StreamClientCore::sequence() {
+  if (link_ != Link::kUp || closed()) return;
   {
     absl::MutexLock lock(&mu_);
-    trim_locked();
-    if (pending_.empty()) return;
-    size_t index = next_to_send_ - pending_.front().seq;
-    size_t bytes = 0;
-    while (
-        index < pending_.size() && write_bufs_.size() < kMaxWriteBuffers &&
-        (write_bufs_.empty() || bytes + pending_[index].frame.size() <= options_.max_batch_bytes)) {
-      const std::string& frame = pending_[index].frame;
-      write_bufs_.emplace_back(frame.data(), frame.size());
-      bytes += frame.size();
-      ++index;
+    if (queued_.empty()) return;
+    taking_.swap(queued_);
+  }
+  for (Queued& q : taking_) encode(q.env);
+  taking_.clear();
+}
+
+bool StreamClientCore::encode(EnvelopePtr& env) {
+  std::string_view payload = *env->data().bytes();  // serialized and cached by post
+  Pending p{next_seq_, nullptr, std::string(), std::string_view(), payload.size() > kInlinePayload};
+  p.frame.reserve(v2::kPrefixBytes + 96 + (p.sliced ? 0 : payload.size()));
+  p.frame.resize(v2::kPrefixBytes);
+  const uint64_t max_body = std::min<uint64_t>(max_frame_, limits_.max_frame_bytes) - 1;
+  absl::Status s = encoder_->encode(p.seq, *env, p.frame, max_body, !p.sliced);
+  if (!s.ok()) {  // this envelope fails alone; the session carries on (R-CHAN-3)
+    outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+    std::string target = target_of(*env);
+    DeliveryFailure f =
+        absl::IsOutOfRange(s)
+            ? DeliveryFailure::oversized_frame(std::move(target), encoder_->last_body_bytes() + 1,
+                                               max_body + 1)
+            : DeliveryFailure::invalid_reference(std::move(target),
+                                                 runtime::InvalidReason::kProtocolMismatch,
+                                                 std::string(s.message()));
+    MessageEnvelope::undeliverable(std::move(env), std::move(f), returns_);
+    return false;
+  }
+  const uint32_t length = static_cast<uint32_t>(p.frame.size() - v2::kPrefixBytes + 1 +
+                                                (p.sliced ? payload.size() : 0));
+  std::memcpy(p.frame.data(), &length, sizeof(length));
+  p.frame[4] = static_cast<char>(v2::Kind::kData);
+  if (p.sliced) p.payload = payload;
+  p.env = std::move(env);
+  pending_.push_back(std::move(p));
+  ++next_seq_;
+  return true;
+}
+
+void StreamClientCore::flush_writes() {
+  if (closed() || waiting_writable_) return;
+  if (link_ != Link::kHandshaking && link_ != Link::kUp) return;
+  const int fd = socket_.native_handle();
+  iovec iov[kMaxIov];
+  for (;;) {
+    size_t count = 0, bytes = 0;
+    if (control_sent_ < control_.size()) {
+      iov[count++] = iovec{control_.data() + control_sent_, control_.size() - control_sent_};
+      bytes += control_.size() - control_sent_;
     }
-    write_first_seq_ = next_to_send_;
-    next_to_send_ += write_bufs_.size();
-  }
-  if (write_bufs_.empty()) return;
-  writing_ = true;
-  writing_data_ = true;
-  boost::asio::async_write(
-      socket_, write_bufs_,
-      [self = shared_from_this(), gen = gen_](const boost::system::error_code& ec, size_t n) {
-        self->on_written(gen, ec, n);
-      });
-}
-
-void StreamClientCore::on_written(uint64_t gen, const boost::system::error_code& ec,
-                                  size_t bytes) {
-  writing_ = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (writing_data_) {  // a frame written completely may have reached the server; a cut one not
-      uint64_t seq = write_first_seq_;
-      for (const boost::asio::const_buffer& b : write_bufs_) {
-        if (bytes < b.size()) break;
-        bytes -= b.size();
-        ++seq;
+    if (link_ == Link::kUp && !pending_.empty()) {
+      size_t offset = send_offset_;
+      for (size_t i = next_to_send_ - pending_.front().seq;
+           i < pending_.size() && count + 2 <= kMaxIov && bytes < options_.max_batch_bytes; ++i) {
+        const Pending& p = pending_[i];
+        if (offset < p.frame.size()) {
+          iov[count++] = iovec{const_cast<char*>(p.frame.data()) + offset, p.frame.size() - offset};
+          bytes += p.frame.size() - offset;
+          offset = 0;
+        } else {
+          offset -= p.frame.size();
+        }
+        if (!p.payload.empty()) {
+          iov[count++] = iovec{const_cast<char*>(p.payload.data()) + offset,
+                               p.payload.size() - offset};
+          bytes += p.payload.size() - offset;
+        }
+        offset = 0;
       }
-      written_ = std::max(written_, seq);
-      writing_data_ = false;
     }
-    if (closed_.load(std::memory_order_relaxed)) pending_.clear();
-    trim_locked();
+    if (count == 0) return;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return wait_writable();
+      return link_failed(gen_, os_error(errno));
+    }
+    advance(static_cast<size_t>(n));
+    if (static_cast<size_t>(n) < bytes) return wait_writable();  // the socket buffer is full
   }
-  if (closed()) return;
-  if (reconnect_wanted_) {
-    reconnect_wanted_ = false;
-    schedule_reconnect();
-    return;
+}
+
+void StreamClientCore::advance(size_t n) {
+  if (control_sent_ < control_.size()) {
+    const size_t take = std::min(n, control_.size() - control_sent_);
+    control_sent_ += take;
+    n -= take;
+    if (control_sent_ == control_.size()) {
+      control_.clear();
+      control_sent_ = 0;
+    }
   }
-  if (gen != gen_) return;
-  if (ec) return link_failed(gen, os_error(ec));
-  maybe_write();
+  while (n > 0) {
+    const Pending& p = pending_[next_to_send_ - pending_.front().seq];
+    const size_t left = p.frame.size() + p.payload.size() - send_offset_;
+    if (n < left) {
+      send_offset_ += n;
+      return;
+    }
+    n -= left;
+    send_offset_ = 0;
+    ++next_to_send_;
+    written_ = std::max(written_, next_to_send_);  // complete: the server may have it
+  }
+}
+
+void StreamClientCore::wait_writable() {
+  waiting_writable_ = true;
+  socket_.async_wait(Socket::wait_write, [self = shared_from_this(), gen = gen_](
+                                             const boost::system::error_code& ec) {
+    if (gen != self->gen_ || self->closed()) return;
+    self->waiting_writable_ = false;
+    if (ec) return self->link_failed(gen, os_error(ec));
+    self->flush_writes();
+  });
 }
 
 void StreamClientCore::on_dial_timeout(uint64_t gen) {
@@ -523,34 +623,31 @@ void StreamClientCore::link_failed(uint64_t gen, std::string why) {
   if (!outage_) {
     // A peer that went away with nothing of ours pending is routine (it stopped); say so only
     // when envelopes are waiting on it.
-    if (unacked() > 0) {
+    if (anything_pending()) {
       log().warn(absl::StrCat("channel ", addr_text_, ": connection lost (", why, "); reconnecting"));
     }
     outage_ = true;
   }
+  drop_connection(std::move(why));
+  schedule_reconnect();
+}
+
+void StreamClientCore::drop_connection(std::string why) {
   last_error_ = std::move(why);
   boost::system::error_code ignored;
   socket_.close(ignored);
   ++gen_;
   link_ = Link::kDown;
-  decoder_ = FrameDecoder(options_.max_frame_bytes);
-  {
-    absl::MutexLock lock(&mu_);
-    next_to_send_ = acked_;
-  }
-  if (writing_) {
-    reconnect_wanted_ = true;
-  } else {
-    schedule_reconnect();
-  }
+  next_to_send_ = acked_;
+  send_offset_ = 0;
+  control_.clear();
+  control_sent_ = 0;
+  waiting_writable_ = false;
 }
 
 void StreamClientCore::schedule_reconnect() {
   if (closed() || reconnect_scheduled_ || link_ != Link::kDown) return;
-  {
-    absl::MutexLock lock(&mu_);
-    if (next_seq_ == acked_) return;  // nothing pending: reconnect on the next post
-  }
+  if (!anything_pending()) return;  // reconnect on the next post
   reconnect_scheduled_ = true;
   reconnect_timer_.expires_after(to_chrono(backoff_));
   backoff_ = std::min(backoff_ * 2, options_.reconnect_max);
@@ -561,17 +658,19 @@ void StreamClientCore::schedule_reconnect() {
   });
 }
 
+bool StreamClientCore::anything_pending() const {
+  return outstanding_.load(std::memory_order_acquire) > 0;
+}
+
 void StreamClientCore::arm_deadline() {
-  if (deadline_armed_ || closed()) return;
-  absl::Time due;
-  {
-    absl::MutexLock lock(&mu_);
-    const Pending* oldest = oldest_unacked_locked();
-    if (oldest == nullptr) return;
-    due = oldest->posted + options_.delivery_timeout;
+  if (closed() || !anything_pending()) return;
+  if (idle_) {  // work arrived with nothing pending: the timer starts now
+    progress_at_ = absl::Now();
+    idle_ = false;
   }
+  if (deadline_armed_) return;
   deadline_armed_ = true;
-  deadline_timer_.expires_after(to_chrono(due - absl::Now()));
+  deadline_timer_.expires_after(to_chrono(progress_at_ + options_.delivery_timeout - absl::Now()));
   deadline_timer_.async_wait(
       [self = shared_from_this()](const boost::system::error_code& ec) { self->on_deadline(ec); });
 }
@@ -579,24 +678,21 @@ void StreamClientCore::arm_deadline() {
 void StreamClientCore::on_deadline(const boost::system::error_code& ec) {
   deadline_armed_ = false;
   if (ec || closed()) return;
-  std::optional<uint64_t> expired;
-  {
-    absl::MutexLock lock(&mu_);
-    const Pending* oldest = oldest_unacked_locked();
-    if (oldest == nullptr) return;
-    if (absl::Now() - oldest->posted >= options_.delivery_timeout) expired = oldest->seq;
+  if (!anything_pending()) {
+    idle_ = true;
+    return;
   }
-  if (!expired) return arm_deadline();
+  if (absl::Now() - progress_at_ < options_.delivery_timeout) return arm_deadline();
   close_channel(TransportReason::kAckTimedOut,
                 absl::DeadlineExceededError(absl::StrCat(
-                    "channel ", addr_text_, ": no ack for seq ", *expired, " within ",
+                    "channel ", addr_text_, ": no ack for seq ", acked_, " within ",
                     absl::FormatDuration(options_.delivery_timeout),
                     last_error_.empty() ? "" : absl::StrCat(" (last error: ", last_error_, ")"))),
                 /*rejected=*/false);
 }
 
 void StreamClientCore::close_channel(TransportReason reason, absl::Status why, bool rejected) {
-  std::vector<EnvelopePtr> returned;
+  std::vector<Queued> queued;
   {
     absl::MutexLock lock(&mu_);
     if (closed_.load(std::memory_order_relaxed)) return;
@@ -604,10 +700,23 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
     rejected_.store(rejected, std::memory_order_release);
     status_ = why;
     if (reason == TransportReason::kDialFailed) closed_reason_ = reason;
-    for (Pending& p : pending_) {
-      if (p.seq >= acked_ && p.env) returned.push_back(std::move(p.env));
-    }
-    if (!writing_) pending_.clear();
+    queued.swap(queued_);
+  }
+  std::vector<EnvelopePtr> returned;
+  for (Pending& p : pending_) {
+    if (p.seq >= acked_ && p.env) returned.push_back(std::move(p.env));
+  }
+  for (Queued& q : queued) returned.push_back(std::move(q.env));
+  pending_.clear();
+  outstanding_.store(0, std::memory_order_release);
+  // §11: a closing client says so when it can do it cleanly (no DATA frame cut in half).
+  if (link_ == Link::kUp && send_offset_ == 0 && control_sent_ == 0 && !waiting_writable_ &&
+      absl::IsCancelled(why)) {
+    std::string goodbye;
+    v2::append(goodbye, v2::Goodbye{static_cast<uint16_t>(v2::GoodbyeCode::kClientClosing),
+                                    next_seq_, {}, "the client closed the channel"});
+    [[maybe_unused]] const ssize_t n =
+        ::send(socket_.native_handle(), goodbye.data(), goodbye.size(), MSG_NOSIGNAL);
   }
   boost::system::error_code ignored;
   socket_.close(ignored);
@@ -623,30 +732,27 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   }
   const std::string detail(why.message());
   for (EnvelopePtr& env : returned) {
-    std::string target = env->next_hop().to_string();
+    std::string target = target_of(*env);
     MessageEnvelope::undeliverable(
         std::move(env), DeliveryFailure::transport_failure(std::move(target), reason, detail),
         returns_);
   }
 }
 
-void StreamClientCore::trim_locked() {
-  if (writing_) return;  // the write in flight points into these frames
+void StreamClientCore::trim() {
   while (!pending_.empty() && pending_.front().seq < acked_) pending_.pop_front();
 }
 
-void StreamClientCore::new_session_locked() {
-  const uint64_t base = acked_;  // == written_: every frame from here on is unwritten
-  while (!pending_.empty() && pending_.front().seq < base) pending_.pop_front();
-  for (Pending& p : pending_) {
-    p.seq -= base;
-    set_data_seq(p.frame, p.seq);
-  }
-  next_seq_ -= base;
-  acked_ = 0;
-  written_ = 0;
-  next_to_send_ = 0;
+void StreamClientCore::new_session() {
+  // Everything pending is unwritten (the caller returned or dropped the rest): it is encoded
+  // again, from seq 0, when the new session's WELCOME announces its dictionary bounds.
   session_ = random_session(session_);
+  session_presented_ = false;
+  encoder_.reset();
+  acked_ = written_ = next_to_send_ = 0;
+  next_seq_ = pending_.size();
+  uint64_t seq = 0;
+  for (Pending& p : pending_) p.seq = seq++;
 }
 
 namespace {

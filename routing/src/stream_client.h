@@ -1,9 +1,14 @@
-// StreamClientCore: the state machine behind the ipc/tcp ChannelClient (routing internal).
+// StreamClientCore: the state machine behind the ipc/tcp ChannelClient (routing internal), wire
+// version 2 (docs/wire.md).
 //
-// Threads: `post` runs on any thread and only appends to `pending_` under `mu_`, then kicks the
-// I/O thread. Everything else — the socket, the decoder, the timers — belongs to the I/O thread.
-// At most one write is in flight; its buffers point into `pending_`'s frames, so acked frames are
-// trimmed only between writes (a deque keeps element addresses stable on push_back).
+// Threads: `post` runs on any thread. It serializes the payload (once, R-ENV-4), checks what it
+// can of the size, and appends the envelope to the unsequenced queue `queued_` under `mu_`,
+// kicking the I/O thread only when no kick is already scheduled: a burst of posts costs one
+// wake-up (§13 rule 41). Everything else — sequencing and encoding (§6.1), the session
+// dictionary, the pending frames, the socket, the timers — belongs to the I/O thread and needs no
+// lock. At most one write is in flight; its buffers point into `pending_`'s frames and their
+// envelopes' payloads, so acked frames are trimmed only between writes (a deque keeps element
+// addresses stable on push_back).
 //
 // Lifetime: the owning ChannelClient and every pending I/O handler share the core. The owner's
 // destructor closes it on the I/O thread; handlers that run later see `closed()` and do nothing,
@@ -18,33 +23,38 @@
 // (`start_in_background`) resolves and connects on the I/O thread; posts meanwhile queue up to
 // max_dial_queue / max_dial_queue_bytes. A failed or timed-out first connect closes the client
 // with DialFailed for everything queued; once connected, failures (a handshake that stalls past
-// dial_timeout included) reconnect as below, bounded by the delivery timeout.
+// dial_timeout included) reconnect as below, bounded by the delivery timer.
 //
-// Sessions: a session is a random id plus seqs counted from 0. A HELLO presents the current
-// session unless nothing *written* is unacked, in which case the client starts a new one first
-// (renumbering the unwritten frames from 0), so a server that lost its sessions has nothing to
-// reject. A session REJECT (same wire version: the server restarted and forgot the session)
-// returns only the frames written and unacked — they may or may not have been delivered — and
-// resumes the rest on a new session; only a REJECT of another version (or of a brand-new
-// session) closes the channel.
+// Sessions (§4.2, §5): a session is a random id, seqs counted from 0 and an encoder dictionary.
+// Envelopes are sequenced and encoded only while the link is up (after WELCOME, when the
+// server's limits are known). A HELLO resumes the current session (`resuming`) when something
+// written is unacked; otherwise the client starts a new session, and on its WELCOME re-encodes
+// the pending frames (none of them written) from seq 0 with a fresh dictionary. A REJECT
+// `session_unknown`/`session_out_of_sync` returns only the frames written and unacked — they may
+// or may not have been delivered — and resumes the rest on a new session; any other REJECT, and
+// a REJECT of another version, closes the channel.
+//
+// Delivery timer (§12 rule 40): while anything is pending the client expects an ACK at least
+// every delivery_timeout; when none comes the channel closes with AckTimedOut.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <boost/asio/buffer.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "envelope_codec.h"
+#include "frames_v2.h"
 #include "postal/routing/channel.h"
-#include "postal/routing/frame.h"
 #include "postal/runtime/mailbox_sender.h"
 #include "socket_util.h"
 
@@ -62,7 +72,7 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   // Instead of the two above: resolve (tcp names) and connect on the I/O thread.
   void start_in_background();
 
-  // Any thread: serialize, check the size (R-CHAN-3), sequence and queue (R-CHAN-4).
+  // Any thread: serialize the payload, check the size (R-CHAN-3) and queue (R-CHAN-4).
   void post(runtime::EnvelopePtr env, runtime::ReturnHandle& ret);
   // Closes the channel from the owner's thread; pending envelopes return ChannelClosed.
   void close(absl::Status why);
@@ -70,22 +80,22 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   bool closed() const { return closed_.load(std::memory_order_acquire); }
   bool rejected() const { return rejected_.load(std::memory_order_acquire); }
   absl::Status status() const;
-  size_t unacked() const;
+  size_t unacked() const {
+    return closed() ? 0 : outstanding_.load(std::memory_order_acquire);
+  }
 
  private:
   enum class Link { kDown, kConnecting, kHandshaking, kUp };
   struct Pending {
     uint64_t seq;
-    absl::Time posted;
     runtime::EnvelopePtr env;  // returned as it was posted when the channel closes
-    std::string frame;         // the complete DATA frame: what is written and retransmitted
+    std::string frame;         // prefix, kind and body; without the payload when `sliced`
+    std::string_view payload;  // the envelope's cached payload bytes, written after `frame`
+    bool sliced = false;
   };
 
+  void fail_now(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, runtime::DeliveryFailure f);
   void fail_closed(runtime::EnvelopePtr env, runtime::ReturnHandle& ret);
-
-  // Fails `env` at once: the dial queue is full.
-  void fail_dial_queue_full(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, size_t queued,
-                            size_t bytes);
 
   // ---- I/O thread from here on ----
   void on_kick();
@@ -101,32 +111,38 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   void send_hello();
   void read(uint64_t gen);
   void on_read(uint64_t gen, const boost::system::error_code& ec, size_t n);
-  void handle(uint64_t gen, Frame frame);
-  void on_welcome(uint64_t gen, const WelcomeFrame& welcome);
-  void on_reject(uint64_t gen, const RejectFrame& reject);
-  void on_ack(uint64_t gen, const AckFrame& ack);
-  // Writes the next batch of unsent frames: one gathered write per round (R-CHAN-4 order).
-  void maybe_write();
-  // `bytes`: how much of the write reached the socket (frames written completely count as sent).
-  void on_written(uint64_t gen, const boost::system::error_code& ec, size_t bytes);
+  void handle(uint64_t gen, v2::Kind kind, std::string_view body);
+  void on_welcome(uint64_t gen, const v2::Welcome& welcome);
+  void on_reject(uint64_t gen, const v2::Reject& reject);
+  void on_ack(uint64_t gen, const v2::Ack& ack);
+  void on_goodbye(uint64_t gen, const v2::Goodbye& goodbye);
+  // Moves what posts queued into `pending_`, sequenced and encoded (§6.1). Only while up.
+  void sequence();
+  // Encodes one envelope as the next DATA frame of the session; false when it failed alone.
+  bool encode(runtime::EnvelopePtr& env);
+  // Writes the control frame, then unsent DATA frames in seq order (R-CHAN-4), with gathered
+  // non-blocking writes (§13 rule 42) until everything is out or the socket is full.
+  void flush_writes();
+  // `n` more bytes reached the socket: frames written completely count as written.
+  void advance(size_t n);
+  // The socket is full: flush_writes again when it can take more.
+  void wait_writable();
   // The connection of generation `gen` is gone: drop it and reconnect if anything is pending.
   void link_failed(uint64_t gen, std::string why);
+  void drop_connection(std::string why);
   void schedule_reconnect();
-  // R-CHAN-2: a timer on the oldest unacked envelope.
+  // §12 rule 40: a timer that every ACK restarts, running while anything is pending.
   void arm_deadline();
   void on_deadline(const boost::system::error_code& ec);
   // Closes for good: every pending envelope goes back through `returns_` with `reason`.
   void close_channel(runtime::TransportReason reason, absl::Status why, bool rejected);
-
-  void trim_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts a new session: a new id, and the pending frames (all unwritten: acked_ == written_)
-  // renumbered from 0. Precondition: no DATA write in flight (their bytes are patched).
-  void new_session_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  const Pending* oldest_unacked_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (pending_.empty() || acked_ >= next_seq_) return nullptr;
-    const uint64_t index = acked_ - pending_.front().seq;
-    return index < pending_.size() ? &pending_[index] : nullptr;
-  }
+  // Returns written-and-unacked envelopes and starts a new session for the rest (§4.4).
+  void resume_on_new_session(const std::string& why);
+  // Starts a new session: a new id, seqs from 0, a fresh dictionary once WELCOME announces its
+  // bounds. Precondition: nothing pending was written (their frames are re-encoded).
+  void new_session();
+  void trim();
+  bool anything_pending() const;
 
   IoThread& io_;
   const std::string addr_text_;
@@ -136,44 +152,54 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   const ChannelOptions options_;
   const uint64_t max_frame_;  // max_frame_bytes, capped by the u32 length prefix
 
+  struct Queued {
+    runtime::EnvelopePtr env;
+    size_t bytes;  // the payload's size
+  };
   mutable absl::Mutex mu_;
-  uint64_t session_ ABSL_GUARDED_BY(mu_);             // the current client_session
-  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);  // unacked, by seq (contiguous)
-  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;        // seq of the next post
-  uint64_t acked_ ABSL_GUARDED_BY(mu_) = 0;           // every seq below is acked
-  uint64_t next_to_send_ ABSL_GUARDED_BY(mu_) = 0;    // first seq not handed to a write on this link
-  // Every seq below was completely written to a socket of this session at least once (so the
-  // server may have it); the frames from here to next_seq_ never left this process. ≥ acked_.
-  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Queued> queued_ ABSL_GUARDED_BY(mu_);  // posted, not yet sequenced, in order
   bool kick_scheduled_ ABSL_GUARDED_BY(mu_) = false;
-  size_t dial_queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // frame bytes queued while dialing
-  std::atomic<bool> dialing_{true};                   // no connect has succeeded yet
+  size_t dial_queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // payload bytes queued while dialing
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   // What a post after the close fails with: DialFailed when the dial failed, else ChannelClosed.
   runtime::TransportReason closed_reason_ ABSL_GUARDED_BY(mu_) =
       runtime::TransportReason::kChannelClosed;
+  std::atomic<bool> dialing_{true};  // no connect has succeeded yet
   std::atomic<bool> closed_{false};
   std::atomic<bool> rejected_{false};
+  std::atomic<size_t> outstanding_{0};  // posted and neither acked nor returned
 
   // I/O thread only.
+  std::vector<Queued> taking_;  // the batch `sequence` took from queued_ (kept for capacity)
+  std::deque<Pending> pending_;  // sequenced, unacked, by seq (contiguous)
+  uint64_t session_;             // the current client_session
+  std::optional<v2::EnvelopeEncoder> encoder_;  // the session's dictionary, from its WELCOME
+  v2::Welcome limits_;            // the session's WELCOME (its limits are fixed per session)
+  bool session_presented_ = false;  // a HELLO presented session_ (a later new one needs a new id)
+  uint64_t next_seq_ = 0;      // seq of the next frame sequenced
+  uint64_t acked_ = 0;         // every seq below is acked
+  uint64_t next_to_send_ = 0;  // first seq not handed to a write on this link
+  // Every seq below was completely written to a socket of this session at least once (so the
+  // server may have it); the frames from here to next_seq_ never left this process. ≥ acked_.
+  uint64_t written_ = 0;
   Socket socket_;
   boost::asio::steady_timer reconnect_timer_;
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer dial_timer_;
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
-  FrameDecoder decoder_;
+  v2::FrameSplitter splitter_;
   std::vector<char> read_buf_;
-  std::vector<boost::asio::const_buffer> write_bufs_;
-  uint64_t write_first_seq_ = 0;  // the seq of write_bufs_[0] while a DATA write is in flight
-  bool writing_data_ = false;     // the write in flight is DATA (write_bufs_), not the HELLO
-  std::string hello_;
-  uint64_t hello_first_unacked_ = 0;  // what the HELLO on the current connection claimed
-  Link link_ = Link::kConnecting;  // dial connects synchronously first
-  uint64_t gen_ = 1;               // the connection generation; stale handlers compare it
-  bool writing_ = false;
-  bool reconnect_wanted_ = false;  // reconnect once the aborted write completes
+  size_t send_offset_ = 0;          // bytes of frame `next_to_send_` already written
+  std::string control_;             // the HELLO being written, before any DATA
+  size_t control_sent_ = 0;         // bytes of control_ written
+  bool waiting_writable_ = false;   // the socket was full; a wait for writability is pending
+  Link link_ = Link::kConnecting;   // dial connects synchronously first
+  uint64_t gen_ = 1;                // the connection generation; stale handlers compare it
+  bool hello_resuming_ = false;     // what the HELLO on this connection claimed
   bool reconnect_scheduled_ = false;
   bool deadline_armed_ = false;
+  absl::Time progress_at_;  // the last ACK, or when work arrived with nothing pending
+  bool idle_ = true;        // nothing was pending at the last look
   bool outage_ = false;
   std::string last_error_;
   absl::Duration backoff_;

@@ -1,5 +1,5 @@
 // The ipc/tcp ChannelServer: accept, handshake, deliver in seq order, ack cumulatively
-// (R-CHAN-1, R-CHAN-2; channel_server.h has the contract, docs/wire-v1.md the protocol).
+// (R-CHAN-1, R-CHAN-2; channel_server.h has the contract, docs/wire.md the protocol, version 2).
 //
 // Everything here runs on the I/O thread, except `serve` (which binds and listens on the
 // caller's thread before the I/O thread sees the acceptor) and the owner's destructor and
@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
+#include <optional>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -26,7 +29,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "postal/routing/frame.h"
+#include "envelope_codec.h"
+#include "frames_v2.h"
 #include "postal/runtime/log_rate_limit.h"
 #include "postal/wire/absl_compat.h"
 #include "socket_util.h"
@@ -70,9 +74,11 @@ std::chrono::steady_clock::duration to_chrono(absl::Duration d) {
       absl::ToChronoNanoseconds(d));
 }
 
+// §5: what the server keeps of a client's session across its connections.
 struct Session {
   uint64_t next_expected = 0;   // R-CHAN-1: every seq below was enqueued here
   Connection* owner = nullptr;  // the connection currently carrying this session
+  std::optional<v2::EnvelopeDecoder> decoder;  // the session dictionary's receiving half (§7)
 };
 
 class ServerCore : public std::enable_shared_from_this<ServerCore> {
@@ -85,8 +91,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
         deliver_to_(deliver_to),
         ret_(ret),
         options_(options),
-        partial_cap_(std::max<size_t>(options.max_partial_frame_bytes,
-                                      options.max_frame_bytes + kLengthPrefixBytes)),
+        max_frame_(static_cast<uint32_t>(std::clamp<uint64_t>(
+            options.max_frame_bytes, 4096, std::numeric_limits<uint32_t>::max()))),
+        partial_cap_(std::max<size_t>(options.max_partial_frame_bytes, max_frame_ + 4)),
         acceptor_(io.context()),
         sweep_timer_(io.context()),
         retry_timer_(io.context()) {}
@@ -138,7 +145,21 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   runtime::LogRateLimit accept_errors_{absl::Seconds(1)};  // an fd shortage repeats per connection
   runtime::MailboxSender& deliver_to_;
   runtime::ReturnHandle& ret_;
+  // The session dictionary's bounds this server announces (§7.4).
+  v2::DictLimits dict_limits() const { return v2::DictLimits{}; }
+  // The WELCOME of a session at `next_expected`: the same limits for every session (§4.3).
+  v2::Welcome welcome(uint64_t next_expected) const {
+    v2::Welcome w;
+    w.next_expected = next_expected;
+    w.max_frame_bytes = max_frame_;
+    w.dict_max_entries = dict_limits().max_entries;
+    w.dict_max_bytes = static_cast<uint32_t>(dict_limits().max_bytes);
+    w.transfer_window = std::max<uint32_t>(w.transfer_window, max_frame_);
+    return w;
+  }
+
   const ChannelOptions options_;
+  const uint32_t max_frame_;  // max_frame_bytes, within what the u32 length prefix can say
   const size_t partial_cap_;  // max_partial_frame_bytes, at least one max-size frame
   Acceptor acceptor_;
   std::string unlink_path_;                          // ipc path to remove on stop
@@ -173,7 +194,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : core_(std::move(core)),
         socket_(std::move(socket)),
         number_(number),
-        decoder_(core_->options_.max_frame_bytes),
         read_buf_(kFirstReadChunk),
         accepted_at_(std::chrono::steady_clock::now()),
         last_read_(accepted_at_) {}
@@ -193,12 +213,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                         absl::FormatDuration(core_->options_.handshake_timeout),
                                         ")"));
     }
-    if (decoder_.buffered() > 0 &&
+    if (splitter_.buffered() > 0 &&
         now - last_read_ >= to_chrono(core_->options_.partial_frame_timeout)) {
       core_->closed_partial_frame_timeout_.fetch_add(1, std::memory_order_relaxed);
       return close_bounded(absl::StrCat("nothing received for partial_frame_timeout (",
                                         absl::FormatDuration(core_->options_.partial_frame_timeout),
-                                        ") in the middle of a ", decoder_.buffered(),
+                                        ") in the middle of a ", splitter_.buffered(),
                                         "-byte partial frame"));
     }
   }
@@ -247,39 +267,57 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ec) return close(hung_up(ec) ? "" : os_error(ec));
     last_read_ = std::chrono::steady_clock::now();
     if (state_ == State::kRejected) return read();  // discard until the client hangs up
-    decoder_.feed(std::string_view(read_buf_.data(), n));
+    splitter_.feed(std::string_view(read_buf_.data(), n));
     // R-FLOW-4: the receive buffer grows only when the peer fills it.
     if (n == read_buf_.size() && read_buf_.size() < kReadChunk)
       read_buf_.resize(read_buf_.size() * 2);
     for (;;) {
-      absl::StatusOr<std::optional<Frame>> frame = decoder_.next();
+      absl::StatusOr<std::optional<v2::RawFrame>> frame = splitter_.next();
       if (!frame.ok()) {
-        if (absl::IsFailedPrecondition(frame.status()) && state_ == State::kAwaitHello) {
-          return reject(
-              std::string(frame.status().message()));  // another wire version: tell it why
-        }
         return protocol_error(absl::StrCat("protocol error: ", frame.status().message()));
       }
       if (!frame->has_value()) break;
-      if (auto* data = std::get_if<DataFrame>(&**frame)) {
-        if (!on_data(*data)) return;
-      } else if (auto* hello = std::get_if<HelloFrame>(&**frame)) {
-        if (!on_hello(*hello)) return;
-      } else {
-        return protocol_error(absl::StrCat("protocol error: unexpected ",
-                                           sv(to_string(kind_of(**frame))), " from a client"));
-      }
+      if (!on_frame((*frame)->kind, (*frame)->body)) return;
       if (closed_ || close_after_write_) return;
     }
     account_partial();
     if (closed_) return;  // the partial-frame bound closed this one
-    flush();              // one cumulative ACK per batch read (on_data marked it pending)
+    flush();              // one cumulative ACK per batch read (§8 rule 20)
     read();
   }
 
-  // R-FLOW-4: counts what the decoder holds of an incomplete frame toward the listener's bound.
+  // One frame; false when the connection ends (or stops reading).
+  bool on_frame(v2::Kind kind, std::string_view body) {
+    if (kind == v2::Kind::kData) return on_data(body);
+    if (kind == v2::Kind::kHello) {
+      absl::StatusOr<v2::Hello> hello = v2::decode_hello(body);
+      if (!hello.ok()) {
+        if (state_ != State::kAwaitHello) {
+          protocol_error("protocol error: a second HELLO on one connection");
+        } else {
+          reject(v2::RejectCode::kBadHello, std::string(hello.status().message()));
+        }
+        return false;
+      }
+      return on_hello(*hello);
+    }
+    if (kind == v2::Kind::kGoodbye && state_ == State::kUp) {
+      // §11: client_closing (and protocol_error, and unknown codes) — the session is over.
+      absl::StatusOr<v2::Goodbye> goodbye = v2::decode_goodbye(body);
+      forget_session();
+      close(goodbye.ok() && goodbye->code == static_cast<uint16_t>(v2::GoodbyeCode::kClientClosing)
+                ? ""
+                : "the client said goodbye: protocol error");
+      return false;
+    }
+    protocol_error(absl::StrCat("protocol error: unexpected frame kind ", static_cast<int>(kind),
+                                state_ == State::kUp ? " from a client" : " before HELLO"));
+    return false;
+  }
+
+  // R-FLOW-4: counts what the splitter holds of an incomplete frame toward the listener's bound.
   void account_partial() {
-    const size_t now = decoder_.buffered();
+    const size_t now = splitter_.buffered();
     core_->partial_total_ = core_->partial_total_ - partial_bytes_ + now;
     partial_bytes_ = now;
     core_->enforce_partial_cap();
@@ -297,30 +335,49 @@ class Connection : public std::enable_shared_from_this<Connection> {
     flush();
   }
 
-  bool on_hello(const HelloFrame& hello) {
+  // §4.2's server rule.
+  bool on_hello(const v2::Hello& hello) {
     if (state_ != State::kAwaitHello) {
-      close("protocol error: a second HELLO on one connection");
+      protocol_error("protocol error: a second HELLO on one connection");
+      return false;
+    }
+    if (hello.version != v2::kVersion) {  // §15: the frozen layout, naming both versions
+      reject(std::nullopt,
+             absl::StrCat("wire version mismatch: the client speaks version ", hello.version,
+                          ", this server version ", v2::kVersion, "; upgrade the older side"));
+      return false;
+    }
+    if (hello.auth_mode != 0) {
+      reject(v2::RejectCode::kAuthUnsupported,
+             absl::StrCat("auth_mode ", hello.auth_mode, " is not supported by this server"));
       return false;
     }
     auto it = core_->sessions_.find(hello.client_session);
     if (it == core_->sessions_.end()) {
-      if (hello.first_unacked_seq != 0) {
-        reject(absl::StrCat("unknown session ", hello.client_session, " (first unacked seq ",
+      if (hello.resuming) {
+        reject(v2::RejectCode::kSessionUnknown,
+               absl::StrCat("unknown session ", hello.client_session, " (first unacked seq ",
                             hello.first_unacked_seq,
-                            "): this server restarted and lost its sessions; redial"));
+                            "): this server restarted or forgot it; resume on a new session"));
         return false;
       }
-      it = core_->sessions_.emplace(hello.client_session, std::make_unique<Session>()).first;
+      auto session = std::make_unique<Session>();
+      session->decoder.emplace(core_->dict_limits());
+      it = core_->sessions_.emplace(hello.client_session, std::move(session)).first;
       if (log().enabled(runtime::LogLevel::kDebug)) {
         log().debug(absl::StrCat("channel server ", core_->text_, ": new session ",
                                  hello.client_session, " on connection #", number_));
       }
+    } else if (!hello.resuming) {
+      reject(v2::RejectCode::kBadHello,
+             absl::StrCat("session ", hello.client_session,
+                          " exists: a new session (not resuming) needs a new id"));
+      return false;
     } else if (it->second->next_expected < hello.first_unacked_seq) {
-      reject(absl::StrCat("session ", hello.client_session,
-                          " out of sync: the client's first "
-                          "unacked seq ",
-                          hello.first_unacked_seq, " is beyond this server's ",
-                          it->second->next_expected, "; redial"));
+      reject(v2::RejectCode::kSessionOutOfSync,
+             absl::StrCat("session ", hello.client_session, " out of sync: the client's first "
+                          "unacked seq ", hello.first_unacked_seq, " is beyond this server's ",
+                          it->second->next_expected, "; resume on a new session"));
       return false;
     }
     Session* session = it->second.get();
@@ -329,28 +386,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     session->owner = this;
     session_ = session;
+    session_id_ = hello.client_session;
     state_ = State::kUp;
-    append_welcome(out_, WelcomeFrame{kWireVersion, session->next_expected});
+    splitter_.set_limit(core_->max_frame_);
+    v2::append(out_, core_->welcome(session->next_expected));
     flush();
     return true;
   }
 
-  // R-CHAN-1: deliver seq == next, drop seq < next, reject seq > next.
-  bool on_data(const DataFrame& data) {
+  // §8 rules 17–19: deliver seq == next, drop seq < next, a gap is a stream error.
+  bool on_data(std::string_view body) {
     if (state_ != State::kUp) {
       close("protocol error: DATA before HELLO");
       return false;
     }
-    if (data.seq < session_->next_expected) return true;  // a retransmit we already enqueued
-    if (data.seq > session_->next_expected) {
-      protocol_error(absl::StrCat("protocol error: DATA seq ", data.seq, " skips ahead of ",
+    uint64_t seq = 0;
+    if (body.size() < sizeof(seq)) {
+      protocol_error("protocol error: a DATA frame shorter than its seq");
+      return false;
+    }
+    std::memcpy(&seq, body.data(), sizeof(seq));
+    if (seq < session_->next_expected) return true;  // a retransmit we already enqueued
+    if (seq > session_->next_expected) {
+      protocol_error(absl::StrCat("protocol error: DATA seq ", seq, " skips ahead of ",
                                   session_->next_expected));
       return false;
     }
-    absl::StatusOr<EnvelopePtr> env = decode_envelope(data.envelope);
+    absl::StatusOr<EnvelopePtr> env = session_->decoder->decode(body, seq);
     if (!env.ok()) {
-      protocol_error(
-          absl::StrCat("protocol error: DATA seq ", data.seq, ": ", env.status().message()));
+      protocol_error(absl::StrCat("protocol error: DATA seq ", seq, ": ", env.status().message()));
       return false;
     }
     ++session_->next_expected;
@@ -359,11 +423,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
     return true;
   }
 
-  void reject(const std::string& reason) {
+  // §5 rule 10: the client ended the session; its dictionary and counters go.
+  void forget_session() {
+    if (session_ == nullptr) return;
+    session_ = nullptr;
+    core_->sessions_.erase(session_id_);
+  }
+
+  // REJECT (structured with a code; the frozen layout without one), then half-close and linger.
+  void reject(std::optional<v2::RejectCode> code, const std::string& reason) {
     log().warn(absl::StrCat("channel server ", core_->text_, ": rejecting connection #", number_,
                             ": ", reason));
     state_ = State::kRejected;
-    append_reject(out_, RejectFrame{kWireVersion, reason});
+    v2::Reject r;
+    if (code) r.code = static_cast<uint16_t>(*code);
+    r.text = reason;
+    v2::append(out_, r);
     shutdown_after_write_ = true;
     flush();
     if (!closed_) read();
@@ -372,7 +447,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void flush() {
     if (writing_ || closed_) return;
     if (ack_pending_ && session_ != nullptr) {
-      append_ack(out_, AckFrame{session_->next_expected});
+      v2::append(out_, v2::Ack{session_->next_expected, {}});
       ack_pending_ = false;
     }
     if (out_.empty()) return;
@@ -406,7 +481,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<ServerCore> core_;
   Socket socket_;
   const uint64_t number_;
-  FrameDecoder decoder_;
+  v2::FrameSplitter splitter_{v2::kHandshakeFrameLimit};
   std::vector<char> read_buf_;
   std::string out_;        // frames waiting for the next write
   std::string in_flight_;  // the write in flight
@@ -415,6 +490,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::chrono::steady_clock::time_point last_read_;
   size_t partial_bytes_ = 0;  // counted in core_->partial_total_
   Session* session_ = nullptr;
+  uint64_t session_id_ = 0;
   bool writing_ = false;
   bool ack_pending_ = false;        // envelopes enqueued since the last ACK
   bool close_after_write_ = false;  // a protocol error: close once the final ACK is written
@@ -422,7 +498,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
   std::unique_ptr<boost::asio::steady_timer> linger_;
 };
-
 absl::Status ServerCore::listen(const Endpoint& endpoint) {
   boost::system::error_code ec;
   acceptor_.open(endpoint.protocol(), ec);

@@ -21,7 +21,9 @@
 #include "gtest/gtest.h"
 #include "postal/routing/channel_client.h"
 #include "postal/routing/channel_server.h"
-#include "postal/routing/frame.h"
+#include "envelope_codec.h"
+#include "frames_v2.h"
+#include "le_bytes.h"
 #include "postal/runtime/client.h"
 #include "postal/runtime/port.h"
 #include "support/count_msg.h"
@@ -35,6 +37,7 @@ using runtime::ChannelAddr;
 using test_support::connect_raw;
 using test_support::must;
 using test_support::RawPeer;
+namespace v2 = internal::v2;
 
 constexpr absl::Duration kDeadline = absl::Seconds(20);
 
@@ -114,13 +117,28 @@ class ChannelBoundsTest : public testing::Test {
     if (got->n != n) return ::testing::AssertionFailure() << "got " << got->n << ", not " << n;
     return ::testing::AssertionSuccess();
   }
-  // A raw peer that said HELLO and got WELCOME.
+  // A raw peer that said HELLO (a new session) and got WELCOME.
   RawPeer hello(const ChannelServer& server, uint64_t session) {
     RawPeer peer = connect_raw(ctx_, server.local_addr());
-    EXPECT_TRUE(peer.send(HelloFrame{kWireVersion, session, 0}));
-    std::optional<Frame> welcome = peer.next();
-    EXPECT_TRUE(welcome.has_value() && std::holds_alternative<WelcomeFrame>(*welcome));
+    EXPECT_TRUE(peer.send(hello_frame(session)));
+    std::optional<RawPeer::Received> welcome = peer.next();
+    EXPECT_TRUE(welcome.has_value() && welcome->kind == v2::Kind::kWelcome);
     return peer;
+  }
+  static v2::Hello hello_frame(uint64_t session) {
+    v2::Hello h;
+    h.client_session = session;
+    return h;
+  }
+  // `env` as the DATA frame `seq` of a session whose dictionary starts empty.
+  static std::string data_frame(uint64_t seq, runtime::MessageEnvelope& env) {
+    v2::EnvelopeEncoder encoder;
+    std::string body;
+    EXPECT_TRUE(encoder.encode(seq, env, body).ok());
+    std::string frame;
+    v2::put<uint32_t>(frame, static_cast<uint32_t>(body.size() + 1));
+    v2::put<uint8_t>(frame, static_cast<uint8_t>(v2::Kind::kData));
+    return frame + body;
   }
 
   // R-FLOW-4: exhausts the fd table and checks the listener survives it (see the definition).
@@ -135,13 +153,14 @@ class ChannelBoundsTest : public testing::Test {
   runtime::OpenPort<test_support::CountMsg> port_;
 };
 
-// The length prefix, kind and seq of a DATA frame announcing `envelope_bytes`, then `body` of
+// The length prefix and kind of a DATA frame announcing a body of `body_bytes`, then `sent` of
 // them: a frame that is never finished.
-std::string partial_data_frame(size_t envelope_bytes, size_t body) {
-  std::string whole;
-  append_data(whole, 0, std::string(envelope_bytes, 'x'));
-  whole.resize(kDataHeaderBytes + body);
-  return whole;
+std::string partial_data_frame(size_t body_bytes, size_t sent) {
+  std::string frame;
+  v2::put<uint32_t>(frame, static_cast<uint32_t>(body_bytes + 1));
+  v2::put<uint8_t>(frame, static_cast<uint8_t>(v2::Kind::kData));
+  frame.append(sent, 'x');
+  return frame;
 }
 
 TEST_F(ChannelBoundsTest, R_FLOW_4_AConnectionThatNeverSaysHelloIsClosedAfterTheHandshakeTimeout) {
@@ -153,7 +172,7 @@ TEST_F(ChannelBoundsTest, R_FLOW_4_AConnectionThatNeverSaysHelloIsClosedAfterThe
   RawPeer silent = connect_raw(ctx_, server->local_addr());
   RawPeer half = connect_raw(ctx_, server->local_addr());
   std::string hello;
-  append_hello(hello, HelloFrame{kWireVersion, 1, 0});
+  v2::append(hello, hello_frame(1));
   ASSERT_TRUE(half.send(std::string_view(hello).substr(0, 5)));  // a HELLO that never completes
 
   EXPECT_TRUE(silent.closed_within(kDeadline));
@@ -176,7 +195,7 @@ TEST_F(ChannelBoundsTest, R_FLOW_4_AStalledPartialFrameIsClosedAndAQuietConnecti
   EXPECT_EQ(server->stats().partial_frame_bytes, 0u);
 
   absl::SleepFor(absl::Milliseconds(400));  // twice the timeout: the quiet one is still open
-  ASSERT_TRUE(quiet.send(std::string(must(encode_data_frame(*envelope(7))))));
+  ASSERT_TRUE(quiet.send(data_frame(0, *envelope(7))));
   absl::StatusOr<test_support::CountMsg> got = port_.receiver.recv(kDeadline);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->n, 7);

@@ -24,7 +24,9 @@
 #include "gtest/gtest.h"
 #include "postal/routing/channel_client.h"
 #include "postal/routing/channel_server.h"
-#include "postal/routing/frame.h"
+#include "envelope_codec.h"
+#include "frames_v2.h"
+#include "le_bytes.h"
 #include "postal/runtime/client.h"
 #include "postal/runtime/port.h"
 #include "support/must.h"
@@ -289,83 +291,128 @@ std::optional<RawPeer> accept_within(LocalAcceptor& acceptor, absl::Duration tim
   return RawPeer(acceptor.accept());
 }
 
-template <class F>
-F expect_frame(RawPeer& peer) {
-  std::optional<Frame> f = peer.next();
-  EXPECT_TRUE(f.has_value() && std::holds_alternative<F>(*f))
-      << "expected " << to_string(kind_of(Frame(F{}))) << ", got "
-      << (f ? to_string(kind_of(*f)) : std::string_view("nothing"));
-  return f && std::holds_alternative<F>(*f) ? std::get<F>(*f) : F{};
+
+
+namespace v2 = internal::v2;
+
+// The frames a test peer reads, decoded by kind.
+v2::Hello as_hello(const RawPeer::Received& f) { return must(v2::decode_hello(f.body)); }
+v2::Welcome as_welcome(const RawPeer::Received& f) { return must(v2::decode_welcome(f.body)); }
+v2::Ack as_ack(const RawPeer::Received& f) { return must(v2::decode_ack(f.body)); }
+v2::Reject as_reject(const RawPeer::Received& f) { return must(v2::decode_reject(f.body)); }
+
+// The next frame, which must be of `kind`.
+RawPeer::Received expect_kind(RawPeer& peer, v2::Kind kind) {
+  std::optional<RawPeer::Received> f = peer.next();
+  EXPECT_TRUE(f.has_value() && f->kind == kind)
+      << "expected kind " << static_cast<int>(kind) << ", got "
+      << (f ? absl::StrCat(static_cast<int>(f->kind)) : std::string("nothing"));
+  return f && f->kind == kind ? *f : RawPeer::Received{kind, {}};
 }
 
-int64_t n_of(const DataFrame& data) {
-  absl::StatusOr<EnvelopePtr> env = decode_envelope(data.envelope);
-  EXPECT_TRUE(env.ok()) << env.status();
-  if (!env.ok()) return -1;
-  absl::StatusOr<ChanMsg> msg = (*env)->data().take<ChanMsg>();
-  return msg.ok() ? msg->n : -1;
+v2::Hello hello(uint64_t session, bool resuming = false, uint64_t first_unacked = 0) {
+  v2::Hello h;
+  h.client_session = session;
+  h.resuming = resuming;
+  h.first_unacked_seq = first_unacked;
+  return h;
 }
 
-std::string data_frame(uint64_t seq, runtime::MessageEnvelope& env) {
-  std::string frame = must(encode_data_frame(env));
-  set_data_seq(frame, seq);
-  return frame;
+v2::Welcome welcome(uint64_t next_expected) {
+  v2::Welcome w;
+  w.next_expected = next_expected;
+  return w;
 }
+
+// The sending half of a session, for a test playing the client.
+struct TestSession {
+  v2::EnvelopeEncoder encoder;
+  std::string data(uint64_t seq, runtime::MessageEnvelope& env) {
+    std::string body;
+    EXPECT_TRUE(encoder.encode(seq, env, body).ok());
+    std::string frame;
+    v2::put<uint32_t>(frame, static_cast<uint32_t>(body.size() + 1));
+    v2::put<uint8_t>(frame, static_cast<uint8_t>(v2::Kind::kData));
+    return frame + body;
+  }
+};
+
+// The receiving half of a session, for a test playing the server: a DATA frame's seq and n.
+struct SeenData {
+  uint64_t seq = 0;
+  int64_t n = -1;
+};
+struct TestDecoder {
+  v2::EnvelopeDecoder decoder;
+  SeenData next(RawPeer& peer) {
+    RawPeer::Received f = expect_kind(peer, v2::Kind::kData);
+    SeenData seen;
+    absl::StatusOr<EnvelopePtr> env = decoder.decode(f.body, seen.seq);
+    EXPECT_TRUE(env.ok()) << env.status();
+    if (!env.ok()) return seen;
+    absl::StatusOr<ChanMsg> msg = (*env)->data().take<ChanMsg>();
+    seen.n = msg.ok() ? msg->n : -1;
+    return seen;
+  }
+};
 
 TEST_F(ChannelTest, R_CHAN_1_DuplicateSeqIsDroppedAndGapIsRejected) {
   auto server = serve(ipc_path());
   boost::asio::io_context ctx;
   RawPeer peer = connect_raw(ctx, server->local_addr());
-  std::string bytes;
-  append_hello(bytes, HelloFrame{kWireVersion, 77, 0});
-  peer.send(bytes);
-  EXPECT_EQ(peer.next(), Frame(WelcomeFrame{kWireVersion, 0}));
+  peer.send(hello(77));
+  EXPECT_EQ(as_welcome(expect_kind(peer, v2::Kind::kWelcome)).next_expected, 0u);
 
-  peer.send(data_frame(0, *envelope(0)) + data_frame(0, *envelope(100)) +
-            data_frame(1, *envelope(1)));
+  TestSession session;  // frames encoded in order: the first defines the dictionary entries
+  std::string frames = session.data(0, *envelope(0));
+  frames += session.data(0, *envelope(100));
+  frames += session.data(1, *envelope(1));
+  peer.send(frames);
   expect_in_order(0, 2);  // seq 0 once; its retransmit (n = 100) dropped
-  std::optional<Frame> ack;
-  do {
-    ack = peer.next();
-    ASSERT_TRUE(ack.has_value());
-  } while (std::get<AckFrame>(*ack).next_expected < 2);
-  EXPECT_EQ(std::get<AckFrame>(*ack).next_expected, 2u);
+  uint64_t acked = 0;
+  while (acked < 2) acked = as_ack(expect_kind(peer, v2::Kind::kAck)).next_expected;
+  EXPECT_EQ(acked, 2u);
 
-  peer.send(data_frame(5, *envelope(5)));  // a gap: the server closes the connection
-  while (std::optional<Frame> f = peer.next()) EXPECT_TRUE(std::holds_alternative<AckFrame>(*f));
+  peer.send(session.data(5, *envelope(5)));  // a gap: the server closes the connection
+  while (std::optional<RawPeer::Received> f = peer.next()) EXPECT_EQ(f->kind, v2::Kind::kAck);
   expect_nothing_more();
 
-  // The session survives its connection: a reconnect continues at 2.
+  // The session survives its connection: a resuming reconnect continues at 2.
   RawPeer again = connect_raw(ctx, server->local_addr());
-  bytes.clear();
-  append_hello(bytes, HelloFrame{kWireVersion, 77, 2});
-  again.send(bytes);
-  EXPECT_EQ(again.next(), Frame(WelcomeFrame{kWireVersion, 2}));
+  again.send(hello(77, /*resuming=*/true, 2));
+  EXPECT_EQ(as_welcome(expect_kind(again, v2::Kind::kWelcome)).next_expected, 2u);
 
-  // An unknown session that claims acked frames belongs to a server that restarted.
+  // An unknown session that resumes belongs to a server that restarted (§4.2).
   RawPeer stranger = connect_raw(ctx, server->local_addr());
-  bytes.clear();
-  append_hello(bytes, HelloFrame{kWireVersion, 78, 5});
-  stranger.send(bytes);
-  std::optional<Frame> reject = stranger.next();
-  ASSERT_TRUE(reject.has_value() && std::holds_alternative<RejectFrame>(*reject));
-  EXPECT_NE(std::get<RejectFrame>(*reject).reason.find("restarted"), std::string::npos);
+  stranger.send(hello(78, /*resuming=*/true, 5));
+  const v2::Reject reject = as_reject(expect_kind(stranger, v2::Kind::kReject));
+  EXPECT_EQ(reject.code, static_cast<uint16_t>(v2::RejectCode::kSessionUnknown));
+  EXPECT_NE(reject.text.find("restarted"), std::string::npos) << reject.text;
+
+  // A known session presented as new is a malformed HELLO: a new session needs a new id.
+  RawPeer reuse = connect_raw(ctx, server->local_addr());
+  reuse.send(hello(77));
+  EXPECT_EQ(as_reject(expect_kind(reuse, v2::Kind::kReject)).code,
+            static_cast<uint16_t>(v2::RejectCode::kBadHello));
 }
 
 TEST_F(ChannelTest, R_CHAN_1_AProtocolErrorAcksTheFramesDeliveredBeforeIt) {
   auto server = serve(ipc_path());
   boost::asio::io_context ctx;
   RawPeer peer = connect_raw(ctx, server->local_addr());
-  peer.send(HelloFrame{kWireVersion, 79, 0});
-  EXPECT_EQ(peer.next(), Frame(WelcomeFrame{kWireVersion, 0}));
+  peer.send(hello(79));
+  expect_kind(peer, v2::Kind::kWelcome);
   // One write: two good frames, then a gap. The two are enqueued; the gap ends the connection.
-  peer.send(data_frame(0, *envelope(0)) + data_frame(1, *envelope(1)) +
-            data_frame(5, *envelope(5)));
+  TestSession session;
+  std::string frames = session.data(0, *envelope(0));
+  frames += session.data(1, *envelope(1));
+  frames += session.data(5, *envelope(5));
+  peer.send(frames);
   expect_in_order(0, 2);
   uint64_t acked = 0;
-  while (std::optional<Frame> f = peer.next()) {  // until the server closes
-    ASSERT_TRUE(std::holds_alternative<AckFrame>(*f));
-    acked = std::get<AckFrame>(*f).next_expected;
+  while (std::optional<RawPeer::Received> f = peer.next()) {  // until the server closes
+    ASSERT_EQ(f->kind, v2::Kind::kAck);
+    acked = as_ack(*f).next_expected;
   }
   EXPECT_EQ(acked, 2u) << "the frames before the error were delivered, so they are acked";
   expect_nothing_more();
@@ -374,19 +421,29 @@ TEST_F(ChannelTest, R_CHAN_1_AProtocolErrorAcksTheFramesDeliveredBeforeIt) {
 TEST_F(ChannelTest, R_CHAN_1_ServerRejectsAnotherWireVersionNamingBoth) {
   auto server = serve(ipc_path());
   boost::asio::io_context ctx;
+  // A version 1 HELLO: u16 version, u64 session, u64 first unacked seq (docs/wire-v1.md).
   RawPeer peer = connect_raw(ctx, server->local_addr());
-  std::string hello;
-  append_hello(hello, HelloFrame{kWireVersion + 1, 1, 0});
-  peer.send(hello);
-  std::optional<Frame> f = peer.next();
-  ASSERT_TRUE(f.has_value() && std::holds_alternative<RejectFrame>(*f));
-  const std::string& reason = std::get<RejectFrame>(*f).reason;
-  EXPECT_NE(reason.find(absl::StrCat("version ", kWireVersion + 1)), std::string::npos) << reason;
-  EXPECT_NE(reason.find(absl::StrCat("version ", kWireVersion)), std::string::npos) << reason;
+  std::string v1_hello;
+  v2::put<uint32_t>(v1_hello, 19);
+  v2::put<uint8_t>(v1_hello, 1);
+  v2::put<uint16_t>(v1_hello, 1);
+  v2::put<uint64_t>(v1_hello, 1);
+  v2::put<uint64_t>(v1_hello, 0);
+  peer.send(v1_hello);
+  const RawPeer::Received f = expect_kind(peer, v2::Kind::kReject);
+  // The frozen layout, which a version 1 peer reads: u16 version, then the text.
+  uint16_t version = 0;
+  ASSERT_GE(f.body.size(), 2u);
+  std::memcpy(&version, f.body.data(), 2);
+  EXPECT_EQ(version, v2::kVersion);
+  const std::string reason = f.body.substr(2);
+  EXPECT_NE(reason.find("version 1"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("version 2"), std::string::npos) << reason;
+  EXPECT_TRUE(peer.closed_within());
 }
 
 TEST_F(ChannelTest, R_CHAN_1_ClientRejectedForItsVersionReturnsEnvelopesWithTheReason) {
-  // A server of wire version 2 (played by a raw acceptor) turns the client away.
+  // A server of another wire version (played by a raw acceptor) turns the client away.
   const ChannelAddr addr = ipc_path();
   boost::asio::io_context ctx;
   boost::asio::local::stream_protocol::acceptor acceptor(
@@ -394,8 +451,9 @@ TEST_F(ChannelTest, R_CHAN_1_ClientRejectedForItsVersionReturnsEnvelopesWithTheR
   std::thread fake_server([&] {
     RawPeer peer(acceptor.accept());
     ASSERT_TRUE(peer.next().has_value());  // the HELLO
-    std::string reject;
-    append_reject(reject, RejectFrame{2, "wire version mismatch: client speaks 1, server 2"});
+    v2::Reject reject;                      // the frozen layout: no code
+    reject.version = 3;
+    reject.text = "wire version mismatch: client speaks 2, server 3";
     peer.send(reject);
     peer.next();  // until the client hangs up
   });
@@ -420,17 +478,19 @@ TEST_F(ChannelTest, R_CHAN_2_WrittenButUnackedEnvelopesReturnChannelClosedAfterR
   auto client = dial(addr);
   std::optional<RawPeer> fake = accept_within(*acceptor);
   ASSERT_TRUE(fake.has_value());
-  const HelloFrame hello = expect_frame<HelloFrame>(*fake);
-  EXPECT_EQ(hello.first_unacked_seq, 0u);
-  fake->send(WelcomeFrame{kWireVersion, 0});
+  const v2::Hello first = as_hello(expect_kind(*fake, v2::Kind::kHello));
+  EXPECT_EQ(first.first_unacked_seq, 0u);
+  EXPECT_FALSE(first.resuming);
+  fake->send(welcome(0));
+  TestDecoder decoder;
   post(*client, 0);
-  EXPECT_EQ(expect_frame<DataFrame>(*fake).seq, 0u);
-  fake->send(AckFrame{1});
+  EXPECT_EQ(decoder.next(*fake).seq, 0u);
+  fake->send(v2::Ack{1, {}});
   wait_unacked(*client, 0);
   post(*client, 1);
   post(*client, 2);
-  EXPECT_EQ(expect_frame<DataFrame>(*fake).seq, 1u);  // written, never acked
-  EXPECT_EQ(expect_frame<DataFrame>(*fake).seq, 2u);
+  EXPECT_EQ(decoder.next(*fake).seq, 1u);  // written, never acked
+  EXPECT_EQ(decoder.next(*fake).seq, 2u);
   acceptor.reset();  // the server dies: first its listener, then the connection
   fake->close();
   ::unlink(path.c_str());
@@ -456,6 +516,42 @@ TEST_F(ChannelTest, R_CHAN_2_WrittenButUnackedEnvelopesReturnChannelClosedAfterR
   EXPECT_TRUE(client->status().ok()) << client->status();
 }
 
+TEST_F(ChannelTest, R_CHAN_2_WrittenNeverAckedThenRestartIsNotDeliveredTwice) {
+  // Version 1's duplicate edge (docs/wire.md §4.2): frames written, no ACK ever, the server
+  // restarts. The client resumes (it has something outstanding), the restarted server does not
+  // know the session, and the frames come back once — they are not retransmitted into a
+  // WELCOME{0} of a server that may already have delivered them.
+  const ChannelAddr addr = ipc_path();
+  const std::string path(addr.path());
+  boost::asio::io_context ctx;
+  auto acceptor =
+      std::make_unique<LocalAcceptor>(ctx, boost::asio::local::stream_protocol::endpoint(path));
+  auto client = dial(addr);
+  std::optional<RawPeer> fake = accept_within(*acceptor);
+  ASSERT_TRUE(fake.has_value());
+  expect_kind(*fake, v2::Kind::kHello);
+  fake->send(welcome(0));
+  TestDecoder decoder;
+  post(*client, 0);
+  post(*client, 1);
+  EXPECT_EQ(decoder.next(*fake).seq, 0u);
+  EXPECT_EQ(decoder.next(*fake).seq, 1u);
+  acceptor.reset();
+  fake->close();
+  ::unlink(path.c_str());
+
+  auto server = serve(addr);
+  for (int64_t n = 0; n <= 1; ++n) {
+    const auto [returned, f] = next_returned_n();
+    EXPECT_EQ(returned, n);
+    EXPECT_EQ(f.transport, TransportReason::kChannelClosed) << f.to_string();
+  }
+  post(*client, 2);
+  expect_in_order(2, 3);  // 0 and 1 never arrive a second time
+  expect_nothing_more();
+  EXPECT_FALSE(client->closed());
+}
+
 TEST_F(ChannelTest, R_CHAN_2_ReconnectWithNothingUnackedPresentsANewSession) {
   const ChannelAddr addr = ipc_path();
   const std::string path(addr.path());
@@ -464,26 +560,29 @@ TEST_F(ChannelTest, R_CHAN_2_ReconnectWithNothingUnackedPresentsANewSession) {
   auto client = dial(addr);
   std::optional<RawPeer> first = accept_within(acceptor);
   ASSERT_TRUE(first.has_value());
-  const HelloFrame hello = expect_frame<HelloFrame>(*first);
-  first->send(WelcomeFrame{kWireVersion, 0});
+  const v2::Hello hello1 = as_hello(expect_kind(*first, v2::Kind::kHello));
+  first->send(welcome(0));
+  TestDecoder decoder;
   for (int n = 0; n < 2; ++n) post(*client, n);
-  for (uint64_t seq = 0; seq < 2; ++seq) EXPECT_EQ(expect_frame<DataFrame>(*first).seq, seq);
-  first->send(AckFrame{2});
+  for (uint64_t seq = 0; seq < 2; ++seq) EXPECT_EQ(decoder.next(*first).seq, seq);
+  first->send(v2::Ack{2, {}});
   wait_unacked(*client, 0);
   first->close();  // the connection (or the whole server) goes away with nothing unacked
 
   post(*client, 2);
   std::optional<RawPeer> second = accept_within(acceptor);
   ASSERT_TRUE(second.has_value());
-  const HelloFrame again = expect_frame<HelloFrame>(*second);
-  EXPECT_NE(again.client_session, hello.client_session);  // a new session, not a REJECT bait
+  const v2::Hello again = as_hello(expect_kind(*second, v2::Kind::kHello));
+  EXPECT_NE(again.client_session, hello1.client_session);  // a new session, not a REJECT bait
   EXPECT_NE(again.client_session, 0u);
+  EXPECT_FALSE(again.resuming);
   EXPECT_EQ(again.first_unacked_seq, 0u);
-  second->send(WelcomeFrame{kWireVersion, 0});
-  const DataFrame data = expect_frame<DataFrame>(*second);
+  second->send(welcome(0));
+  TestDecoder fresh;  // a new session has a new dictionary
+  const SeenData data = fresh.next(*second);
   EXPECT_EQ(data.seq, 0u);  // renumbered from 0
-  EXPECT_EQ(n_of(data), 2);
-  second->send(AckFrame{1});
+  EXPECT_EQ(data.n, 2);
+  second->send(v2::Ack{1, {}});
   wait_unacked(*client, 0);
   expect_nothing_returned();
   EXPECT_FALSE(client->closed());
@@ -499,9 +598,12 @@ TEST_F(ChannelTest, R_CHAN_2_RejectOfABrandNewSessionClosesTheChannel) {
   auto client = dial(addr);
   std::optional<RawPeer> fake = accept_within(acceptor);
   ASSERT_TRUE(fake.has_value());
-  EXPECT_EQ(expect_frame<HelloFrame>(*fake).first_unacked_seq, 0u);
+  EXPECT_EQ(as_hello(expect_kind(*fake, v2::Kind::kHello)).first_unacked_seq, 0u);
   post(*client, 0);
-  fake->send(RejectFrame{kWireVersion, "no sessions today"});
+  v2::Reject reject;
+  reject.code = static_cast<uint16_t>(v2::RejectCode::kBadHello);
+  reject.text = "no sessions today";
+  fake->send(reject);
   const runtime::DeliveryFailure f = next_returned();
   EXPECT_EQ(f.transport, TransportReason::kChannelClosed);
   EXPECT_NE(f.detail.find("no sessions today"), std::string::npos) << f.to_string();
@@ -511,6 +613,48 @@ TEST_F(ChannelTest, R_CHAN_2_RejectOfABrandNewSessionClosesTheChannel) {
   ::unlink(path.c_str());
 }
 
+TEST_F(ChannelTest, R_CHAN_2_GoodbyeServerStoppingReturnsEverythingAtOnce) {
+  const ChannelAddr addr = ipc_path();
+  const std::string path(addr.path());
+  boost::asio::io_context ctx;
+  LocalAcceptor acceptor(ctx, boost::asio::local::stream_protocol::endpoint(path));
+  ChannelOptions options;
+  options.delivery_timeout = absl::Seconds(60);  // far: the GOODBYE, not a timer, returns them
+  auto client = dial(addr, options);
+  std::optional<RawPeer> fake = accept_within(acceptor);
+  ASSERT_TRUE(fake.has_value());
+  expect_kind(*fake, v2::Kind::kHello);
+  fake->send(welcome(0));
+  TestDecoder decoder;
+  for (int n = 0; n < 3; ++n) post(*client, n);
+  for (uint64_t seq = 0; seq < 3; ++seq) EXPECT_EQ(decoder.next(*fake).seq, seq);
+  // The server processed seq 0 and stops: GOODBYE carries the final ACK.
+  fake->send(v2::Goodbye{static_cast<uint16_t>(v2::GoodbyeCode::kServerStopping), 1, {},
+                         "shutting down for maintenance"});
+  for (int64_t n = 1; n <= 2; ++n) {
+    const auto [returned, f] = next_returned_n();
+    EXPECT_EQ(returned, n);
+    EXPECT_EQ(f.transport, TransportReason::kChannelClosed) << f.to_string();
+    EXPECT_NE(f.detail.find("maintenance"), std::string::npos) << f.to_string();
+  }
+  EXPECT_TRUE(client->closed());
+  expect_nothing_returned();
+  ::unlink(path.c_str());
+}
+
+TEST_F(ChannelTest, R_CHAN_2_AClosingClientSaysGoodbyeAndTheServerForgetsTheSession) {
+  auto server = serve(ipc_path());
+  auto client = dial(server->local_addr());
+  post(*client, 0);
+  expect_in_order(0, 1);
+  wait_unacked(*client, 0);
+  client->close();
+  const absl::Time give_up = absl::Now() + kDeadline;
+  while (server->stats().connections != 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(server->stats().connections, 0u);
+}
 TEST_F(ChannelTest, DialToNothingIsUnavailableNamingTheAddressAndTheOsError) {
   const ChannelAddr missing = ipc_path();
   absl::StatusOr<std::unique_ptr<ChannelClient>> c = ChannelClient::dial(io_, missing, sending_);

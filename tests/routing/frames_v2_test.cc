@@ -174,5 +174,35 @@ TEST(FramesV2, R_FLOW_4_ASplitterRefusesFromThePrefixAlone) {
   EXPECT_FALSE(s.next().ok()) << "length 0";
 }
 
+TEST(FramesV2, R_CHAN_3_OversizedLengthIsAnErrorNamingLenAndMax) {
+  FrameSplitter s(8192);
+  const uint32_t length = 9000;
+  s.feed(std::string_view(reinterpret_cast<const char*>(&length), 4));
+  absl::StatusOr<std::optional<RawFrame>> f = s.next();
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("9000"), std::string::npos) << f.status();
+  EXPECT_NE(f.status().message().find("8192"), std::string::npos) << f.status();
+}
+
+TEST(FramesV2, R_FLOW_4_MemoryFollowsTheBytesFedNotTheAnnouncedLength) {
+  constexpr size_t kBig = 8 << 20;
+  std::string frame;
+  append(frame, Chunk{0, 0, std::string_view(std::string(kBig - 64, 'x'))});
+  FrameSplitter splitter(kBig);
+  splitter.feed(std::string_view(frame).substr(0, 100));  // the prefix announces ~8 MiB
+  absl::StatusOr<std::optional<RawFrame>> f = splitter.next();
+  ASSERT_TRUE(f.ok() && !f->has_value());
+  EXPECT_LT(splitter.held_bytes(), 4096u) << "the announced length was reserved up front";
+  for (size_t at = 100; at < frame.size(); at += 64 << 10) {
+    splitter.feed(std::string_view(frame).substr(at, 64 << 10));
+    EXPECT_LE(splitter.held_bytes(), 2 * splitter.buffered() + 4096) << "at " << at;
+  }
+  f = splitter.next();
+  ASSERT_TRUE(f.ok() && f->has_value());
+  EXPECT_EQ(splitter.buffered(), 0u);
+  splitter.feed(std::string(10, '\0'));  // the next frame begins: the big buffer is let go
+  EXPECT_LE(splitter.held_bytes(), FrameSplitter::kKeptCapacity) << "the big buffer was kept";
+}
+
 }  // namespace
 }  // namespace postal::routing::internal::v2

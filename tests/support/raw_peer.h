@@ -1,8 +1,10 @@
-// RawPeer: a client speaking frames by hand over a Unix socket, for the protocol edges and the
-// listener bounds of a ChannelServer (routing/frame.h, docs/wire-v1.md).
+// RawPeer: a peer speaking wire v2 frames by hand over a Unix socket, for the protocol edges and
+// the listener bounds of a ChannelServer and the client's handshake (routing/src/frames_v2.h,
+// docs/wire.md).
 //
 // It blocks the calling thread (with a deadline on every wait), and never throws: a send to a
-// connection the server closed reports false. Needs postal_routing linked.
+// connection the peer closed reports false. Needs postal_routing linked and routing/src on the
+// include path.
 #pragma once
 
 #include <poll.h>
@@ -10,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include <boost/asio/io_context.hpp>
@@ -18,7 +21,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "postal/routing/frame.h"
+#include "frames_v2.h"
 #include "postal/runtime/location.h"
 
 namespace postal::test_support {
@@ -36,19 +39,29 @@ class RawPeer {
     boost::asio::write(socket_, boost::asio::buffer(bytes.data(), bytes.size()), ec);
     return !ec;
   }
-  bool send(const routing::Frame& frame) {
+  // Any frame v2::append encodes.
+  template <class F>
+    requires(!std::is_convertible_v<const F&, std::string_view>)
+  bool send(const F& frame) {
     std::string bytes;
-    routing::append_frame(bytes, frame);
+    routing::internal::v2::append(bytes, frame);
     return send(bytes);
   }
   void close() { socket_.close(); }
 
+  // A frame as received: its kind and a copy of its body.
+  struct Received {
+    routing::internal::v2::Kind kind;
+    std::string body;
+  };
+
   // The next frame, or nullopt at end of stream / after `timeout`.
-  std::optional<routing::Frame> next(absl::Duration timeout = kWait) {
+  std::optional<Received> next(absl::Duration timeout = kWait) {
     const absl::Time give_up = absl::Now() + timeout;
     for (;;) {
-      absl::StatusOr<std::optional<routing::Frame>> f = decoder_.next();
-      if (!f.ok() || f->has_value()) return f.ok() ? *f : std::nullopt;
+      auto f = splitter_.next();
+      if (!f.ok()) return std::nullopt;
+      if (f->has_value()) return Received{(*f)->kind, std::string((*f)->body)};
       if (!read_some(give_up)) return std::nullopt;
     }
   }
@@ -74,12 +87,12 @@ class RawPeer {
       eof_ = true;  // end of stream or reset: the server closed it
       return false;
     }
-    decoder_.feed(std::string_view(buf, n));
+    splitter_.feed(std::string_view(buf, n));
     return true;
   }
 
   LocalSocket socket_;
-  routing::FrameDecoder decoder_{1 << 20};
+  routing::internal::v2::FrameSplitter splitter_{1 << 20};
   bool eof_ = false;
 };
 

@@ -7,10 +7,11 @@
 // ChannelServer (which receives them and posts them to a local sender, usually a gateway). The
 // transport is chosen by the address: `inproc://N` stays in the process, `ipc://…` is a Unix
 // socket, `tcp://host:port` a TCP connection. See channel_client.h, channel_server.h and
-// docs/wire-v1.md.
+// docs/wire.md (the wire format, version kWireVersion).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <thread>
 
@@ -22,13 +23,18 @@ class io_context;
 
 namespace postal::routing {
 
+// The wire version the ipc and tcp channels speak (docs/wire.md). A peer of another version gets
+// a REJECT naming both.
+inline constexpr uint16_t kWireVersion = 2;
+
 struct ChannelOptions {
   // Largest frame (the length prefix's value: kind + body) either side sends or accepts.
   // R-CHAN-3: a larger envelope fails alone with OversizedFrame; a peer that announces a larger
   // frame loses its connection.
   size_t max_frame_bytes = 8 << 20;
-  // R-CHAN-2: when the oldest unacked envelope is older than this, the client closes and returns
-  // every pending envelope with AckTimedOut. The first dial's handshake is bounded by it too.
+  // R-CHAN-2: when no ACK came for this long while envelopes were pending, the client closes and
+  // returns every pending envelope with AckTimedOut (docs/wire.md §12 rule 40). The first dial's
+  // handshake is bounded by it too.
   absl::Duration delivery_timeout = absl::Seconds(30);
   // Reconnect backoff: starts here, doubles per failed attempt, capped at reconnect_max.
   absl::Duration reconnect_initial = absl::Milliseconds(10);

@@ -1,9 +1,10 @@
 // ChannelClient: the sending end of a channel — a MailboxSender to one channel address.
 //
 // `dial` picks the transport by the address:
-//   ipc:// and tcp://   a socket to a ChannelServer. Envelopes are serialized here, once
-//                       (R-ENV-4), framed as DATA with a sequence number (frame.h) and written
-//                       by the IoThread in batches.
+//   ipc:// and tcp://   a socket to a ChannelServer speaking wire version 2 (docs/wire.md).
+//                       Payloads are serialized here, once (R-ENV-4); the IoThread sequences
+//                       and encodes envelopes as DATA frames (a binary envelope whose addresses
+//                       are refs into a per-session dictionary) and writes them in batches.
 //   inproc://N          the ChannelServer registered as N in this process: envelopes are posted
 //                       straight to its `deliver_to`, never serialized (R-ENV-4).
 //
@@ -20,7 +21,10 @@
 //             not acked return Transport(ChannelClosed) with the server's reason (they may or
 //             may not have been delivered: at most once), the never-written ones go out on the
 //             new session in order, and the channel stays open. A reconnect with nothing
-//             written unacked starts a new session right away (docs/wire-v1.md, the handshake).
+//             written unacked starts a new session right away; one with something written
+//             unacked resumes (HELLO `resuming`), so a restarted server can never deliver a
+//             retransmitted frame twice (docs/wire.md §4.2). A server's GOODBYE
+//             `server_stopping` returns every pending envelope at once and closes the channel.
 //   R-CHAN-3  An envelope whose frame exceeds max_frame_bytes fails alone, at once, with
 //             Transport(OversizedFrame{len, max}); the channel carries on.
 //
@@ -36,7 +40,7 @@
 //   envelope returns Transport(DialFailed) naming the address and the OS error; a dial router
 //   then evicts it and the next post dials again. Only an address that cannot be a socket
 //   (e.g. an abstract name too long) fails synchronously.
-//   The channel *closes* when the oldest unacked envelope is older than delivery_timeout
+//   The channel *closes* when nothing was acked for delivery_timeout while envelopes were pending
 //   (every pending envelope returns Transport(AckTimedOut)), when the server REJECTs it for
 //   another wire version (or REJECTs even a brand-new session: pending envelopes return
 //   Transport(ChannelClosed) and `rejected()` is true), when `close()` is called or the client
