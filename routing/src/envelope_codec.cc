@@ -82,6 +82,7 @@ absl::StatusOr<uint32_t> EnvelopeEncoder::ref(EntryKind kind, const std::string&
   if (entries_.size() < limits_.max_entries && bytes_ + cost <= limits_.max_bytes) {
     id = static_cast<uint32_t>(entries_.size());
     entries_.push_back(Entry{kind, value, frame_});
+    defined_.push_back(++definitions_);
     bytes_ += cost;
     undo_.emplace_back(id, std::nullopt);
   } else {
@@ -101,6 +102,7 @@ absl::StatusOr<uint32_t> EnvelopeEncoder::ref(EntryKind kind, const std::string&
     (old.kind == EntryKind::kActor ? actor_ids_ : name_ids_).erase(old.value);
     bytes_ = bytes_ - (kEntryOverhead + old.value.size()) + cost;
     old = Entry{kind, value, frame_};
+    defined_[victim] = ++definitions_;
     id = victim;
   }
   ids.emplace(value, id);
@@ -115,6 +117,7 @@ void EnvelopeEncoder::roll_back() {
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
     const auto& [id, before] = *it;
     Entry& now = entries_[id];
+    defined_[id] = ++definitions_;  // a cached ref to what this frame defined is stale now
     (now.kind == EntryKind::kActor ? actor_ids_ : name_ids_).erase(now.value);
     bytes_ -= kEntryOverhead + now.value.size();
     if (before) {
@@ -123,25 +126,44 @@ void EnvelopeEncoder::roll_back() {
       bytes_ += kEntryOverhead + now.value.size();
     } else {
       entries_.pop_back();  // new ids are undone newest first, so this is `id`
+      defined_.pop_back();
     }
   }
   undo_.clear();
 }
 
+absl::StatusOr<uint32_t> EnvelopeEncoder::ref_actor(const ActorAddr& addr, std::string& defines,
+                                                    uint16_t& define_count) {
+  if (auto it = by_addr_.find(addr); it != by_addr_.end()) {
+    const AddrRef r = it->second;
+    if (r.id < entries_.size() && defined_[r.id] == r.defined) {
+      entries_[r.id].last_used = frame_;
+      return r.id;
+    }
+    by_addr_.erase(it);  // the id was redefined (or undone) since
+  }
+  const std::string text = addr.to_string();
+  if (text.size() > kMaxAddrText) {
+    return absl::OutOfRangeError(
+        absl::StrCat("an address of ", text.size(), " bytes exceeds the wire's ", kMaxAddrText));
+  }
+  absl::StatusOr<uint32_t> id = ref(EntryKind::kActor, text, defines, define_count);
+  if (!id.ok()) return id;
+  if (by_addr_.size() >= 2 * static_cast<size_t>(limits_.max_entries)) by_addr_.clear();
+  by_addr_[addr] = AddrRef{*id, defined_[*id]};
+  return id;
+}
+
 absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::string& out,
                                      uint64_t max_body, bool with_payload) {
-  // Everything that can fail the envelope is checked before the dictionary changes.
-  const std::string sender = env.sender().to_string();
-  const std::string dest = env.dest().actor_addr().to_string();
+  // What can fail the envelope before a ref is made is checked first; a ref that fails later
+  // (an address over the wire's bound, a full dictionary) rolls this frame's DEFINEs back.
   const bool has_hop = env.has_explicit_next_hop() && env.next_hop() != env.dest();
-  const std::string hop = has_hop ? env.next_hop().actor_addr().to_string() : std::string();
   std::vector<FailureTarget> targets;
   for (const DeliveryFailure& f : env.delivery_failures()) targets.push_back(split_target(f.target));
-  std::vector<const std::string*> texts{&sender, &dest, &hop};
-  for (const FailureTarget& t : targets) texts.push_back(&t.actor);
-  for (const std::string* text : texts) {
-    if (text->size() > kMaxAddrText) {
-      return absl::OutOfRangeError(absl::StrCat("an address of ", text->size(),
+  for (const FailureTarget& t : targets) {
+    if (t.actor.size() > kMaxAddrText) {
+      return absl::OutOfRangeError(absl::StrCat("an address of ", t.actor.size(),
                                                 " bytes exceeds the wire's ", kMaxAddrText));
     }
   }
@@ -155,27 +177,26 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
 
   ++frame_;
   undo_.clear();
-  absl::Status failed = body(seq, env, sender, dest, has_hop ? &hop : nullptr, targets, *payload,
-                             max_body, with_payload, out);
+  absl::Status failed = body(seq, env, has_hop, targets, *payload, max_body, with_payload, out);
   if (!failed.ok()) roll_back();
   undo_.clear();
   return failed;
 }
 
-absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, const std::string& sender,
-                                   const std::string& dest, const std::string* hop_text,
+absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_hop,
                                    const std::vector<FailureTarget>& targets,
                                    std::string_view payload_bytes, uint64_t max_body,
                                    bool with_payload, std::string& out) {
-  const bool has_hop = hop_text != nullptr;
-  const std::string& hop = has_hop ? *hop_text : dest;
   const std::string_view* payload = &payload_bytes;
   std::string defines, headers, failures;
   uint16_t define_count = 0;
   auto actor_ref = [&](const std::string& text) { return ref(EntryKind::kActor, text, defines, define_count); };
-  absl::StatusOr<uint32_t> sender_id = actor_ref(sender);
-  absl::StatusOr<uint32_t> dest_id = sender_id.ok() ? actor_ref(dest) : sender_id;
-  absl::StatusOr<uint32_t> hop_id = has_hop && dest_id.ok() ? actor_ref(hop) : dest_id;
+  absl::StatusOr<uint32_t> sender_id = ref_actor(env.sender(), defines, define_count);
+  absl::StatusOr<uint32_t> dest_id =
+      sender_id.ok() ? ref_actor(env.dest().actor_addr(), defines, define_count) : sender_id;
+  absl::StatusOr<uint32_t> hop_id =
+      has_hop && dest_id.ok() ? ref_actor(env.next_hop().actor_addr(), defines, define_count)
+                              : dest_id;
   if (!hop_id.ok()) return hop_id.status();
 
   for (const auto& [name, value] : env.headers()) {

@@ -83,9 +83,12 @@ class EnvelopeEncoder {
   // The id of `value`, defining (or redefining) one into `defines` when missing.
   absl::StatusOr<uint32_t> ref(EntryKind kind, const std::string& value, std::string& defines,
                                uint16_t& define_count);
-  // encode() once the envelope is known to fit: refs, then the bytes.
-  absl::Status body(uint64_t seq, runtime::MessageEnvelope& env, const std::string& sender,
-                    const std::string& dest, const std::string* hop,
+  // The id of an actor address: from `by_addr_` without rendering its text when the entry is
+  // still there (the steady state), else through ref().
+  absl::StatusOr<uint32_t> ref_actor(const runtime::ActorAddr& addr, std::string& defines,
+                                     uint16_t& define_count);
+  // encode() once the envelope's counts are known to fit: refs, then the bytes.
+  absl::Status body(uint64_t seq, runtime::MessageEnvelope& env, bool has_hop,
                     const std::vector<FailureTarget>& targets, std::string_view payload,
                     uint64_t max_body, bool with_payload, std::string& out);
   // Undoes this frame's definitions (an envelope that fails after some refs were made).
@@ -98,6 +101,15 @@ class EnvelopeEncoder {
   std::vector<Entry> entries_;
   absl::flat_hash_map<std::string, uint32_t> actor_ids_;
   absl::flat_hash_map<std::string, uint32_t> name_ids_;
+  // A cache in front of actor_ids_: parsed address → id. An id whose entry was redefined since
+  // is detected by comparing the entry's text generation (`defined_`).
+  struct AddrRef {
+    uint32_t id;
+    uint64_t defined;  // defined_[id] when cached
+  };
+  absl::flat_hash_map<runtime::ActorAddr, AddrRef> by_addr_;
+  std::vector<uint64_t> defined_;  // per id: bumped whenever the id is (re)defined or undone
+  uint64_t definitions_ = 0;
   uint64_t bytes_ = 0;
   uint64_t frame_ = 0;  // frames encoded, for recency
   uint64_t last_body_ = 0;

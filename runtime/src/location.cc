@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <memory>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "text_memo.h"
 #include "postal/runtime/logger.h"
 
 namespace postal::runtime {
@@ -335,6 +337,33 @@ std::ostream& operator<<(std::ostream& os, const ChannelAddr& addr) {
 
 std::ostream& operator<<(std::ostream& os, const Location& location) {
   return os << location.to_string();
+}
+
+}  // namespace postal::runtime
+
+namespace postal::runtime {
+namespace {
+// Keyed by the shared representation itself (kept alive here, so an address is never reused
+// for another location while it is a key).
+thread_local internal::Memo<std::shared_ptr<const void>, std::string> rendered_locations;
+thread_local internal::Memo<std::string, Location> parsed_locations;
+}  // namespace
+
+std::string Location::cereal_text() const {
+  if (rep_ == nullptr) return to_string();
+  const std::shared_ptr<const void> key = rep_;
+  if (const std::string* text = rendered_locations.find(key)) return *text;
+  std::string text = to_string();
+  rendered_locations.put(key, text);
+  return text;
+}
+
+Location Location::from_cereal_text(std::string_view text) {
+  if (const Location* location = parsed_locations.find(text)) return *location;
+  absl::StatusOr<Location> parsed = parse(text);
+  if (!parsed.ok()) throw cereal::Exception(std::string(parsed.status().message()));
+  parsed_locations.put(text, *parsed);
+  return *parsed;
 }
 
 }  // namespace postal::runtime

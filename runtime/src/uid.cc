@@ -6,9 +6,11 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "text_memo.h"
 
 namespace postal::runtime {
 namespace {
@@ -135,6 +137,32 @@ absl::StatusOr<Uid> Uid::parse(std::string_view text) {
         absl::StrCat("bad uid ", quote(text), ": ", number.status().message()));
   }
   return instance(*number, label);
+}
+
+}  // namespace postal::runtime
+
+namespace postal::runtime {
+namespace {
+// What identifies a uid's text exactly: equality ignores an instance's label, its text does not.
+using UidTextKey = std::tuple<std::uint64_t, const void*, bool>;
+thread_local internal::Memo<UidTextKey, std::string> rendered_uids;
+thread_local internal::Memo<std::string, Uid> parsed_uids;
+}  // namespace
+
+std::string Uid::cereal_text() const {
+  const UidTextKey key{number_, label_, singleton_};
+  if (const std::string* text = rendered_uids.find(key)) return *text;
+  std::string text = to_string();
+  rendered_uids.put(key, text);
+  return text;
+}
+
+Uid Uid::from_cereal_text(std::string_view text) {
+  if (const Uid* uid = parsed_uids.find(text)) return *uid;
+  absl::StatusOr<Uid> parsed = parse(text);
+  if (!parsed.ok()) throw cereal::Exception(std::string(parsed.status().message()));
+  parsed_uids.put(text, *parsed);
+  return *parsed;
 }
 
 }  // namespace postal::runtime

@@ -149,14 +149,16 @@ class Location {
   // cereal: stored as the text form; `load_minimal` throws `cereal::Exception` on invalid text.
   template <class Archive>
   std::string save_minimal(const Archive&) const {
-    return to_string();
+    return cereal_text();
   }
   template <class Archive>
   void load_minimal(const Archive&, const std::string& text) {
-    absl::StatusOr<Location> parsed = parse(text);
-    if (!parsed.ok()) throw cereal::Exception(std::string(parsed.status().message()));
-    *this = std::move(*parsed);
+    *this = from_cereal_text(text);
   }
+  // to_string and parse for cereal, memoized per thread (runtime/src/text_memo.h); the parse
+  // throws cereal::Exception.
+  std::string cereal_text() const;
+  static Location from_cereal_text(std::string_view text);
 
  private:
   struct Rep {

@@ -94,14 +94,16 @@ class Uid {
   // does not parse.
   template <class Archive>
   std::string save_minimal(const Archive&) const {
-    return to_string();
+    return cereal_text();
   }
   template <class Archive>
   void load_minimal(const Archive&, const std::string& text) {
-    absl::StatusOr<Uid> parsed = parse(text);
-    if (!parsed.ok()) throw cereal::Exception(std::string(parsed.status().message()));
-    *this = *parsed;
+    *this = from_cereal_text(text);
   }
+  // to_string and parse for cereal, memoized per thread (runtime/src/text_memo.h); the parse
+  // throws cereal::Exception.
+  std::string cereal_text() const;
+  static Uid from_cereal_text(std::string_view text);
 
  private:
   Uid(std::uint64_t number, const std::string* label, bool singleton)

@@ -24,6 +24,7 @@
 #include "cereal/types/utility.hpp"
 #include "cereal/types/variant.hpp"
 #include "cereal/types/vector.hpp"
+#include "postal/wire/codec_streams.h"
 #include "postal/wire/untrusted_scope.h"
 
 namespace postal::wire::internal {
@@ -74,12 +75,13 @@ namespace postal::wire {
 template <class T>
 absl::StatusOr<std::string> encode(const T& value, std::string_view what = "value") {
   try {
-    std::ostringstream out(std::ios::binary);
+    std::string bytes;
     {
-      cereal::PortableBinaryOutputArchive archive(out);
+      internal::OutputLease out(bytes);
+      cereal::PortableBinaryOutputArchive archive(out.stream());
       archive(value);
     }
-    return std::move(out).str();
+    return bytes;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("cannot encode ", sv(what), ": ", e.what()));
   }
@@ -89,7 +91,8 @@ template <class T>
 absl::Status decode_into(std::string_view bytes, T& value, std::string_view what = "value") {
   UntrustedScope untrusted;  // bytes come from outside the process: bounded interning (labels)
   try {
-    std::istringstream in(std::string(bytes), std::ios::binary);
+    internal::InputLease lease(bytes);
+    std::istream& in = lease.stream();
     internal::ScopedDecodeBounds bounds(in, static_cast<std::streamoff>(bytes.size()));
     cereal::PortableBinaryInputArchive archive(in);
     archive(value);
