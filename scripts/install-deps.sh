@@ -12,7 +12,7 @@ PACKAGES=(
   libboost-fiber-dev libboost-dev libboost-context-dev
   libcereal-dev libabsl-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
-  libsqlite3-dev sqlite3
+  libsqlite3-dev sqlite3 libmimalloc-dev
   nats-server libnats-dev
   # tests and benchmarks (libcaf-dev: the peer runtime the benchmarks compare against)
   libgtest-dev libgmock-dev googletest libbenchmark-dev libcaf-dev

@@ -22,6 +22,9 @@
 #include "commands.h"
 #include "postal/mail/mailbox_host.h"
 #include "postal/routing/channel.h"
+#if defined(POSTAL_WITH_MIMALLOC)
+#include <mimalloc.h>
+#endif
 #include "postal/routing/proc_main.h"
 #include "postal/runtime/logger.h"
 
@@ -37,8 +40,14 @@ std::string self_binary(const char* argv0) {
 }
 
 std::string version_text() {
+#if defined(POSTAL_WITH_MIMALLOC)
+  const int mi = mi_version();  // also what keeps the allocator linked in (--as-needed)
+  const std::string allocator = absl::StrCat("mimalloc ", mi / 100, ".", mi / 10 % 10, ".", mi % 10);
+#else
+  const std::string allocator = "glibc malloc";
+#endif
   return absl::StrCat("postal ", POSTAL_VERSION, " (wire version ", postal::routing::kWireVersion,
-                      ")");
+                      ", ", allocator, ")");
 }
 
 // The first argument that is not an option, when it names no subcommand: CLI11 would call it
