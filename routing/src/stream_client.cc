@@ -89,6 +89,7 @@ absl::Status StreamClientCore::connect_first() {
 
 void StreamClientCore::start() {
   boost::asio::post(io_.context(), [self = shared_from_this()] {
+    absl::MutexLock lock(&self->io_mu_);
     boost::system::error_code ignored;
     self->socket_.non_blocking(true, ignored);
     self->link_ = Link::kHandshaking;
@@ -98,7 +99,10 @@ void StreamClientCore::start() {
 }
 
 void StreamClientCore::start_in_background() {
-  boost::asio::post(io_.context(), [self = shared_from_this()] { self->resolve_then_connect(); });
+  boost::asio::post(io_.context(), [self = shared_from_this()] {
+    absl::MutexLock lock(&self->io_mu_);
+    self->resolve_then_connect();
+  });
 }
 
 void StreamClientCore::resolve_then_connect() {
@@ -111,6 +115,7 @@ void StreamClientCore::resolve_then_connect() {
       boost::asio::ip::resolver_base::numeric_service,
       [self = shared_from_this()](const boost::system::error_code& ec,
                                   const boost::asio::ip::tcp::resolver::results_type& results) {
+        absl::MutexLock lock(&self->io_mu_);
         if (self->closed()) return;
         if (ec || results.empty()) {
           return self->dial_failed(absl::StrCat("cannot resolve ", sv(self->addr_.host()), ": ",
@@ -144,7 +149,7 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
     return fail_now(std::move(env), ret,
                     DeliveryFailure::oversized_frame(std::move(target), least, max_frame_));
   }
-  bool kick = false;
+  bool kick = false, defer = false;
   size_t full_queue = 0, full_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -159,8 +164,15 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
         if (dialing_.load(std::memory_order_relaxed)) dial_queue_bytes_ += payload->size();
         queued_.push_back(Queued{std::move(env), payload->size()});
         outstanding_.fetch_add(1, std::memory_order_relaxed);
-        kick = !kick_scheduled_;
-        kick_scheduled_ = true;
+        if (!kick_scheduled_ && !flush_deferred_) {
+          if (runtime::can_defer_flush()) {
+            flush_deferred_ = true;
+            defer = true;
+          } else {
+            kick_scheduled_ = true;
+            kick = true;
+          }
+        }
       }
     }
   }
@@ -176,11 +188,43 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
                          options_.max_dial_queue_bytes, ")")));
   }
   if (env) return fail_closed(std::move(env), ret);  // closed while we were serializing
+  if (defer) runtime::defer_flush(shared_from_this());
   if (kick) boost::asio::post(io_.context(), [self = shared_from_this()] { self->on_kick(); });
+}
+
+void StreamClientCore::flush() {
+  {
+    absl::MutexLock lock(&mu_);
+    flush_deferred_ = false;
+    if (queued_.empty() || kick_scheduled_) return;
+  }
+  // §13: write on this worker when the link is up and the I/O thread is not using its state;
+  // what cannot be finished here (the socket is full, a failure, no link) goes to the I/O thread.
+  if (up_.load(std::memory_order_acquire) && io_mu_.TryLock()) {
+    bool done = false;
+    if (link_ == Link::kUp && !closed() && !waiting_writable_) {
+      arm_deadline();
+      sequence();
+      done = write_inline();
+    }
+    io_mu_.Unlock();
+    if (done) return;
+  }
+  kick();
+}
+
+void StreamClientCore::kick() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (kick_scheduled_) return;
+    kick_scheduled_ = true;
+  }
+  boost::asio::post(io_.context(), [self = shared_from_this()] { self->on_kick(); });
 }
 
 void StreamClientCore::close(absl::Status why) {
   run_in_io_thread(io_, [this, &why] {
+    absl::MutexLock lock(&io_mu_);
     close_channel(TransportReason::kChannelClosed, std::move(why), /*rejected=*/false);
   });
 }
@@ -206,6 +250,7 @@ void StreamClientCore::fail_closed(EnvelopePtr env, ReturnHandle& ret) {
 }
 
 void StreamClientCore::on_kick() {
+  absl::MutexLock io_lock(&io_mu_);
   {
     absl::MutexLock lock(&mu_);
     kick_scheduled_ = false;
@@ -219,17 +264,21 @@ void StreamClientCore::on_kick() {
 
 void StreamClientCore::connect_async() {
   link_ = Link::kConnecting;
+  up_.store(false, std::memory_order_release);
   const uint64_t gen = ++gen_;
   boost::system::error_code ignored;
   socket_.close(ignored);
   waiting_writable_ = false;
   dial_timer_.expires_after(to_chrono(std::min(options_.dial_timeout, options_.delivery_timeout)));
   dial_timer_.async_wait([self = shared_from_this(), gen](const boost::system::error_code& ec) {
-    if (!ec) self->on_dial_timeout(gen);
+    if (ec) return;
+    absl::MutexLock lock(&self->io_mu_);
+    self->on_dial_timeout(gen);
   });
   boost::asio::async_connect(
       socket_, endpoints_.begin(), endpoints_.end(),
       [self = shared_from_this(), gen](const boost::system::error_code& ec, auto) {
+        absl::MutexLock lock(&self->io_mu_);
         self->on_connected(gen, ec);
       });
 }
@@ -277,6 +326,7 @@ void StreamClientCore::read(uint64_t gen) {
   socket_.async_read_some(
       boost::asio::buffer(read_buf_),
       [self = shared_from_this(), gen](const boost::system::error_code& ec, size_t n) {
+        absl::MutexLock lock(&self->io_mu_);
         self->on_read(gen, ec, n);
       });
 }
@@ -370,6 +420,7 @@ void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
   next_to_send_ = acked_;  // everything else is (re)sent
   send_offset_ = 0;
   link_ = Link::kUp;
+  up_.store(true, std::memory_order_release);
   splitter_.set_limit(static_cast<uint32_t>(max_frame_));
   dial_timer_.cancel();
   backoff_ = options_.reconnect_initial;
@@ -514,7 +565,21 @@ bool StreamClientCore::encode(EnvelopePtr& env) {
 
 void StreamClientCore::flush_writes() {
   if (closed() || waiting_writable_) return;
-  if (link_ != Link::kHandshaking && link_ != Link::kUp) return;
+  int err = 0;
+  switch (write_some(err)) {
+    case Written::kAll: return;
+    case Written::kFull: return wait_writable();
+    case Written::kFailed: return link_failed(gen_, os_error(err));
+  }
+}
+
+bool StreamClientCore::write_inline() {
+  int err = 0;
+  return write_some(err) == Written::kAll;
+}
+
+StreamClientCore::Written StreamClientCore::write_some(int& err) {
+  if (link_ != Link::kHandshaking && link_ != Link::kUp) return Written::kAll;
   const int fd = socket_.native_handle();
   iovec iov[kMaxIov];
   for (;;) {
@@ -543,18 +608,19 @@ void StreamClientCore::flush_writes() {
         offset = 0;
       }
     }
-    if (count == 0) return;
+    if (count == 0) return Written::kAll;
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = count;
-    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return wait_writable();
-      return link_failed(gen_, os_error(errno));
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Written::kFull;
+      err = errno;
+      return Written::kFailed;
     }
     advance(static_cast<size_t>(n));
-    if (static_cast<size_t>(n) < bytes) return wait_writable();  // the socket buffer is full
+    if (static_cast<size_t>(n) < bytes) return Written::kFull;  // the socket buffer is full
   }
 }
 
@@ -586,6 +652,7 @@ void StreamClientCore::wait_writable() {
   waiting_writable_ = true;
   socket_.async_wait(Socket::wait_write, [self = shared_from_this(), gen = gen_](
                                              const boost::system::error_code& ec) {
+    absl::MutexLock lock(&self->io_mu_);
     if (gen != self->gen_ || self->closed()) return;
     self->waiting_writable_ = false;
     if (ec) return self->link_failed(gen, os_error(ec));
@@ -638,6 +705,7 @@ void StreamClientCore::drop_connection(std::string why) {
   socket_.close(ignored);
   ++gen_;
   link_ = Link::kDown;
+  up_.store(false, std::memory_order_release);
   next_to_send_ = acked_;
   send_offset_ = 0;
   control_.clear();
@@ -652,6 +720,7 @@ void StreamClientCore::schedule_reconnect() {
   reconnect_timer_.expires_after(to_chrono(backoff_));
   backoff_ = std::min(backoff_ * 2, options_.reconnect_max);
   reconnect_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    absl::MutexLock lock(&self->io_mu_);
     self->reconnect_scheduled_ = false;
     if (ec || self->closed() || self->link_ != Link::kDown) return;
     self->connect_async();
@@ -671,8 +740,10 @@ void StreamClientCore::arm_deadline() {
   if (deadline_armed_) return;
   deadline_armed_ = true;
   deadline_timer_.expires_after(to_chrono(progress_at_ + options_.delivery_timeout - absl::Now()));
-  deadline_timer_.async_wait(
-      [self = shared_from_this()](const boost::system::error_code& ec) { self->on_deadline(ec); });
+  deadline_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    absl::MutexLock lock(&self->io_mu_);
+    self->on_deadline(ec);
+  });
 }
 
 void StreamClientCore::on_deadline(const boost::system::error_code& ec) {
@@ -725,6 +796,7 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   dial_timer_.cancel();
   if (resolver_) resolver_->cancel();
   link_ = Link::kDown;
+  up_.store(false, std::memory_order_release);
   ++gen_;
   if (!absl::IsCancelled(why) || !returned.empty()) {
     log().warn(

@@ -2,13 +2,15 @@
 // version 2 (docs/wire.md).
 //
 // Threads: `post` runs on any thread. It serializes the payload (once, R-ENV-4), checks what it
-// can of the size, and appends the envelope to the unsequenced queue `queued_` under `mu_`,
-// kicking the I/O thread only when no kick is already scheduled: a burst of posts costs one
-// wake-up (§13 rule 41). Everything else — sequencing and encoding (§6.1), the session
-// dictionary, the pending frames, the socket, the timers — belongs to the I/O thread and needs no
-// lock. At most one write is in flight; its buffers point into `pending_`'s frames and their
-// envelopes' payloads, so acked frames are trimmed only between writes (a deque keeps element
-// addresses stable on push_back).
+// can of the size, and appends the envelope to the unsequenced queue `queued_` under `mu_`.
+// Then, once per burst (§13 rule 41): on a worker thread it defers a flush to the end of the
+// worker's slice (runtime/deferred_flush.h) — the flush sequences, encodes and writes on the
+// worker itself when the link is up and the I/O state is free, so a reply or a burst costs no
+// wake-up of the I/O thread; anywhere else, or when the inline flush cannot finish (the socket
+// is full, an error), it kicks the I/O thread. The I/O state — sequencing and encoding (§6.1),
+// the session dictionary, the pending frames, the socket, the timers — is guarded by `io_mu_`,
+// which the I/O thread holds in every handler and a worker's flush only try-locks. Lock order:
+// io_mu_, then mu_.
 //
 // Lifetime: the owning ChannelClient and every pending I/O handler share the core. The owner's
 // destructor closes it on the I/O thread; handlers that run later see `closed()` and do nothing,
@@ -55,12 +57,14 @@
 #include "envelope_codec.h"
 #include "frames_v2.h"
 #include "postal/routing/channel.h"
+#include "postal/runtime/deferred_flush.h"
 #include "postal/runtime/mailbox_sender.h"
 #include "socket_util.h"
 
 namespace postal::routing::internal {
 
-class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
+class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
+                         public runtime::DeferredFlush {
  public:
   StreamClientCore(IoThread& io, runtime::ChannelAddr addr, std::vector<Endpoint> endpoints,
                    runtime::ReturnHandle& returns, ChannelOptions options);
@@ -76,6 +80,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   void post(runtime::EnvelopePtr env, runtime::ReturnHandle& ret);
   // Closes the channel from the owner's thread; pending envelopes return ChannelClosed.
   void close(absl::Status why);
+
+  // The deferred flush of posts from a worker (see above).
+  void flush() override;
 
   bool closed() const { return closed_.load(std::memory_order_acquire); }
   bool rejected() const { return rejected_.load(std::memory_order_acquire); }
@@ -98,6 +105,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   void fail_closed(runtime::EnvelopePtr env, runtime::ReturnHandle& ret);
 
   // ---- I/O thread from here on ----
+  // Hands the queue to the I/O thread: at most one kick is scheduled at a time.
+  void kick();
   void on_kick();
   void resolve_then_connect();
   void connect_async();
@@ -123,6 +132,11 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   // Writes the control frame, then unsent DATA frames in seq order (R-CHAN-4), with gathered
   // non-blocking writes (§13 rule 42) until everything is out or the socket is full.
   void flush_writes();
+  // What write_some got done: everything, up to a full socket, or a failure (errno in `err`).
+  enum class Written { kAll, kFull, kFailed };
+  Written write_some(int& err);
+  // A worker's flush: whether everything went out (else the I/O thread takes over).
+  bool write_inline();
   // `n` more bytes reached the socket: frames written completely count as written.
   void advance(size_t n);
   // The socket is full: flush_writes again when it can take more.
@@ -159,6 +173,7 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   mutable absl::Mutex mu_;
   std::vector<Queued> queued_ ABSL_GUARDED_BY(mu_);  // posted, not yet sequenced, in order
   bool kick_scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  bool flush_deferred_ ABSL_GUARDED_BY(mu_) = false;  // a worker will flush after its slice
   size_t dial_queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // payload bytes queued while dialing
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   // What a post after the close fails with: DialFailed when the dial failed, else ChannelClosed.
@@ -168,8 +183,10 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore> {
   std::atomic<bool> closed_{false};
   std::atomic<bool> rejected_{false};
   std::atomic<size_t> outstanding_{0};  // posted and neither acked nor returned
+  std::atomic<bool> up_{false};         // link_ == kUp, for a worker's flush to look at
 
-  // I/O thread only.
+  // Everything below: under io_mu_ (the I/O thread's handlers, a worker's inline flush).
+  absl::Mutex io_mu_;
   std::vector<Queued> taking_;  // the batch `sequence` took from queued_ (kept for capacity)
   std::deque<Pending> pending_;  // sequenced, unacked, by seq (contiguous)
   uint64_t session_;             // the current client_session

@@ -8,6 +8,7 @@
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #endif
+#include "postal/runtime/deferred_flush.h"
 #include "postal/runtime/port_sink.h"
 #include "postal/runtime/run_queue.h"
 
@@ -104,9 +105,12 @@ class Worker {
  private:
   void thread_main() {
     current = this;
+    internal::set_defers_flushes(true);
     spawn_runner();
     std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
     exit_cv_.wait(lock, [&] { return runners_ == 0; });
+    internal::run_deferred_flushes();
+    internal::set_defers_flushes(false);
     current = nullptr;
   }
 
@@ -129,6 +133,7 @@ class Worker {
       }
       slices_.fetch_add(1, std::memory_order_relaxed);
       s->run_slice(sched_.options_.budget);
+      internal::run_deferred_flushes();  // the hand-off budget: one flush per burst of sends
     }
     --active_;
     std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
@@ -175,6 +180,7 @@ class Worker {
   }
 
   void idle() {
+    internal::run_deferred_flushes();  // nothing deferred waits on an idle worker
     const auto spin = absl::ToChronoNanoseconds(sched_.options_.spin);
     if (spin.count() > 0) {
       const auto deadline = std::chrono::steady_clock::now() + spin;
