@@ -1,0 +1,75 @@
+// The MailStore suite: one set of tests (mail_store_*_test.cc) run against every store
+// (mail_store_test.cc instantiates it for MemMailStore and SqliteMailStore at both tiers).
+//
+// Each test gets a fresh folder under /tmp for the store file, a ManualClock and a store; tests
+// of durability call `reopen()` and skip on a store that is not persistent.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/status/statusor.h"
+#include "postal/mail/clock.h"
+#include "postal/mail/mail_store.h"
+
+namespace postal::mail::testing {
+
+struct StoreFactory {
+  std::string name;
+  std::function<absl::StatusOr<std::unique_ptr<MailStore>>(
+      const std::filesystem::path& file, std::shared_ptr<Clock> clock, StoreLimits limits)>
+      open;
+};
+
+// gtest prints the parameter by its name, not its bytes.
+inline void PrintTo(const StoreFactory& factory, std::ostream* os) { *os << factory.name; }
+
+class MailStoreTest : public ::testing::TestWithParam<StoreFactory> {
+ protected:
+  void SetUp() override {
+    static int counter = 0;
+    dir_ = std::filesystem::path("/tmp") /
+           ("postal-store-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    open_store();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  // (Re)opens the store at the same file; the old one is closed first.
+  void open_store(StoreLimits limits = {}) {
+    store_.reset();
+    absl::StatusOr<std::unique_ptr<MailStore>> s = GetParam().open(file(), clock_, limits);
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = *std::move(s);
+  }
+  void reopen() { open_store(); }
+  std::filesystem::path file() const { return dir_ / "mail.db"; }
+
+  // Creates a public mailbox with the given bounds; fails the test when it cannot.
+  MailboxInfo make(const std::string& name, MailboxSpec spec = {}) {
+    spec.name = name;
+    absl::StatusOr<CreateResult> r = store_->create(spec);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->mailbox : MailboxInfo{};
+  }
+
+  std::filesystem::path dir_;
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  std::unique_ptr<MailStore> store_;
+};
+
+inline std::string StoreName(const ::testing::TestParamInfo<StoreFactory>& info) {
+  return info.param.name;
+}
+
+}  // namespace postal::mail::testing
