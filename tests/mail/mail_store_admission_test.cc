@@ -65,9 +65,10 @@ TEST_P(MailStoreTest, M_BOX_3_TtlEndRemovesTheMailboxAndItsMessages) {
   EXPECT_TRUE(IsMailboxNotFound(store_->append("short", Priority::kUrgent, "x").status()));
   EXPECT_TRUE(IsMailboxNotFound(store_->read_all("short").status()));
   // ... and the sweep names it once.
-  absl::StatusOr<std::vector<std::string>> gone = store_->expire(clock_->now());
+  absl::StatusOr<std::vector<MailboxInfo>> gone = store_->expire(clock_->now());
   ASSERT_TRUE(gone.ok()) << gone.status();
-  EXPECT_EQ(*gone, std::vector<std::string>{"short"});
+  ASSERT_EQ(gone->size(), 1u);
+  EXPECT_EQ(gone->front().id, "short");
   EXPECT_TRUE(store_->expire(clock_->now())->empty());
   // A new mailbox of the same name starts empty, with the new TTL.
   absl::StatusOr<CreateResult> again = store_->create({.name = "short", .ttl = absl::Hours(1)});

@@ -18,6 +18,8 @@
 #include "absl/status/statusor.h"
 #include "postal/mail/clock.h"
 #include "postal/mail/mail_store.h"
+#include "postal/mail/mem_mail_store.h"
+#include "postal/mail/sqlite_mail_store.h"
 
 namespace postal::mail::testing {
 
@@ -67,6 +69,23 @@ class MailStoreTest : public ::testing::TestWithParam<StoreFactory> {
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
   std::unique_ptr<MailStore> store_;
 };
+
+inline StoreFactory MemStore() {
+  return {"mem",
+          [](const std::filesystem::path&, std::shared_ptr<Clock> clock,
+             StoreLimits limits) -> absl::StatusOr<std::unique_ptr<MailStore>> {
+            return MemMailStore::create({.clock = std::move(clock), .limits = limits});
+          }};
+}
+
+inline StoreFactory SqliteStore(Durability durability) {
+  return {std::string("sqlite_") + std::string(to_string(durability)),
+          [durability](const std::filesystem::path& file, std::shared_ptr<Clock> clock,
+                       StoreLimits limits) {
+            return SqliteMailStore::open(
+                file, {.durability = durability, .clock = std::move(clock), .limits = limits});
+          }};
+}
 
 inline std::string StoreName(const ::testing::TestParamInfo<StoreFactory>& info) {
   return info.param.name;

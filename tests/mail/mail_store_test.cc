@@ -6,8 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "mail_store_suite.h"
 #include "postal/mail/mail_errors.h"
-#include "postal/mail/mem_mail_store.h"
-#include "postal/mail/sqlite_mail_store.h"
 
 namespace postal::mail::testing {
 namespace {
@@ -174,23 +172,6 @@ TEST_P(MailStoreTest, SequenceNumbersAreNeverReusedAcrossAReopen) {
   reopen();
   EXPECT_GE(store_->last_seq(), last);
   EXPECT_GT(*store_->append("mark", Priority::kUrgent, "after"), last);
-}
-
-StoreFactory MemStore() {
-  return {"mem",
-          [](const std::filesystem::path&, std::shared_ptr<Clock> clock,
-             StoreLimits limits) -> absl::StatusOr<std::unique_ptr<MailStore>> {
-            return MemMailStore::create({.clock = std::move(clock), .limits = limits});
-          }};
-}
-
-StoreFactory SqliteStore(Durability durability) {
-  return {std::string("sqlite_") + std::string(to_string(durability)),
-          [durability](const std::filesystem::path& file, std::shared_ptr<Clock> clock,
-                       StoreLimits limits) {
-            return SqliteMailStore::open(
-                file, {.durability = durability, .clock = std::move(clock), .limits = limits});
-          }};
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MailStoreTest,

@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "postal/mail/mail_errors.h"
+#include "postal/mail/retained_mailboxes.h"
 
 namespace postal::mail::testing {
 namespace {
@@ -180,6 +181,41 @@ TEST_F(SqliteMailStoreTest, M_BOX_2_CreatesFromTwoStoresOnOneFileAgreeOnTheMailb
   EXPECT_TRUE(IsMailboxConflict((*b)->create({.name = "shared", .max_messages = 5}).status()));
   // b sees a's mailbox for appends too.
   EXPECT_TRUE((*b)->mailbox("shared").ok());
+}
+
+TEST_F(SqliteMailStoreTest, M_BOX_6_ReceiveLeavesAStoredMessageOverTheByteBoundUntouched) {
+  {
+    auto store = SqliteMailStore::open(file());
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->create({.name = "bounded", .max_message_bytes = 4}).ok());
+    ASSERT_TRUE((*store)->append("bounded", Priority::kUrgent, "ok").ok());
+  }
+  {
+    // Written behind the store's back: a message its mailbox's bound would have refused.
+    RawConnection raw(file());
+    ASSERT_EQ(raw.exec("INSERT INTO message (seq, mailbox, priority, stored_ms, body) "
+                       "VALUES (1000, 'bounded', 1, 0, CAST('too large' AS BLOB))"),
+              SQLITE_OK);
+  }
+  absl::StatusOr<std::unique_ptr<MailStore>> opened = SqliteMailStore::open(file());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::shared_ptr<MailStore> store = *std::move(opened);
+  auto mail = RetainedMailboxes::create({.store = store, .sweep_interval = absl::ZeroDuration()});
+  ASSERT_TRUE(mail.ok());
+  absl::Mutex mu;
+  std::vector<std::string> got;
+  auto sub = (*mail)->subscribe("bounded", [&](const RetainedMessage& m) {
+    absl::MutexLock lock(&mu);
+    got.push_back(m.body);
+  });
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  ASSERT_TRUE((*mail)->wait_idle(absl::Seconds(30)));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(got, std::vector<std::string>{"ok"});
+  }
+  EXPECT_EQ(*store->count("bounded"), 2u) << "the oversize message stays stored";
+  EXPECT_EQ(store->read_all("bounded")->back().body, "too large");
 }
 
 }  // namespace

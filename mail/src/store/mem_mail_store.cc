@@ -72,13 +72,13 @@ class MemStore final : public MailStore {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::vector<std::string>> expire(absl::Time now) override {
+  absl::StatusOr<std::vector<MailboxInfo>> expire(absl::Time now) override {
     absl::MutexLock lock(&mu_);
-    std::vector<std::string> gone;
+    std::vector<MailboxInfo> gone;
     for (const auto& [id, info] : mailboxes_) {
-      if (info.expired(now)) gone.push_back(id);
+      if (info.expired(now)) gone.push_back(info);
     }
-    for (const std::string& id : gone) drop_locked(id);
+    for (const MailboxInfo& info : gone) drop_locked(info.id);
     return gone;
   }
 

@@ -73,7 +73,7 @@ class SqliteStore final : public MailStore {
     return store::select_mailboxes(*reader_, true, now);
   }
   absl::Status remove(std::string_view id) override;
-  absl::StatusOr<std::vector<std::string>> expire(absl::Time now) override;
+  absl::StatusOr<std::vector<MailboxInfo>> expire(absl::Time now) override;
 
   absl::StatusOr<uint64_t> append(std::string_view id, Priority priority,
                                   std::string body) override;
@@ -217,25 +217,25 @@ absl::Status SqliteStore::remove(std::string_view id) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> SqliteStore::expire(absl::Time now) {
+absl::StatusOr<std::vector<MailboxInfo>> SqliteStore::expire(absl::Time now) {
   absl::MutexLock admin(&admin_mu_);
-  std::vector<std::string> gone;
+  std::vector<MailboxInfo> gone;
   absl::Status s = writer_->run([&](Db& db) {
     return store::in_transaction(db, "BEGIN IMMEDIATE", [&]() -> absl::Status {
-      absl::StatusOr<std::vector<std::string>> ids = store::select_expired(db, now);
-      if (!ids.ok()) return ids.status();
-      for (const std::string& id : *ids) {
-        if (absl::Status d = store::delete_mailbox(db, id); !d.ok()) return d;
+      absl::StatusOr<std::vector<MailboxInfo>> expired = store::select_expired(db, now);
+      if (!expired.ok()) return expired.status();
+      for (const MailboxInfo& info : *expired) {
+        if (absl::Status d = store::delete_mailbox(db, info.id); !d.ok()) return d;
       }
-      gone = *std::move(ids);
+      gone = *std::move(expired);
       return absl::OkStatus();
     });
   });
   if (!s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  for (const std::string& id : gone) {
-    volatile_.drop(id);
-    if (auto it = mailboxes_.find(id); it != mailboxes_.end()) mailboxes_.erase(it);
+  for (const MailboxInfo& info : gone) {
+    volatile_.drop(info.id);
+    if (auto it = mailboxes_.find(info.id); it != mailboxes_.end()) mailboxes_.erase(it);
   }
   return gone;
 }

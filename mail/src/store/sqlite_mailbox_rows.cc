@@ -103,18 +103,12 @@ absl::StatusOr<std::vector<MailboxInfo>> select_mailboxes(Db& db, bool live_publ
   return collect(&(*s)->bind(1, to_ms(now)));
 }
 
-absl::StatusOr<std::vector<std::string>> select_expired(Db& db, absl::Time now) {
+absl::StatusOr<std::vector<MailboxInfo>> select_expired(Db& db, absl::Time now) {
   absl::StatusOr<Stmt*> s =
-      db.prepare("SELECT id FROM mailbox WHERE expires_ms IS NOT NULL AND expires_ms <= ?");
+      db.prepare(std::string("SELECT ") + std::string(kColumns) +
+                 " FROM mailbox WHERE expires_ms IS NOT NULL AND expires_ms <= ? ORDER BY id");
   if (!s.ok()) return s.status();
-  (*s)->bind(1, to_ms(now));
-  std::vector<std::string> ids;
-  while (true) {
-    absl::StatusOr<bool> row = (*s)->step();
-    if (!row.ok()) return row.status();
-    if (!*row) return ids;
-    ids.push_back((*s)->text(0));
-  }
+  return collect(&(*s)->bind(1, to_ms(now)));
 }
 
 absl::StatusOr<uint64_t> count_messages(Db& db, std::string_view mailbox) {

@@ -24,8 +24,8 @@ absl::StatusOr<uint64_t> count_live_mailboxes(Db& db, absl::Time now);
 // Every mailbox (expired ones included), or only the live public ones, sorted by id.
 absl::StatusOr<std::vector<MailboxInfo>> select_mailboxes(Db& db, bool live_public_only,
                                                           absl::Time now);
-// Ids of mailboxes whose TTL ended by `now`.
-absl::StatusOr<std::vector<std::string>> select_expired(Db& db, absl::Time now);
+// Mailboxes whose TTL ended by `now`.
+absl::StatusOr<std::vector<MailboxInfo>> select_expired(Db& db, absl::Time now);
 
 absl::StatusOr<uint64_t> count_messages(Db& db, std::string_view mailbox);
 absl::StatusOr<std::vector<StoredMessage>> select_lane(Db& db, std::string_view mailbox,

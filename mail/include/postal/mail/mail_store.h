@@ -26,8 +26,8 @@
 //     mailbox created with `durable_all`. In `MemMailStore` nothing outlives the object.
 //   * Removal. `erase` removes one message (M-RECV-5); `consume_through` removes a lane's prefix
 //     (a range delete, the cheap way to consume in order); `remove` deletes a mailbox and its
-//     messages; `expire(now)` removes every mailbox whose TTL ended by `now` and returns their
-//     ids (M-BOX-3) so the caller can tell subscribers. A mailbox whose TTL ended is gone for
+//     messages; `expire(now)` removes every mailbox whose TTL ended by `now` and returns them
+//     (M-BOX-3) so the caller can tell subscribers. A mailbox whose TTL ended is gone for
 //     every verb even before `expire` sweeps it.
 //   * Errors are statuses from mail_errors.h: `MailboxNotFound`, `MailboxConflict`,
 //     `BudgetExhausted`, `IoFailed`, or `InvalidArgument` for a malformed request.
@@ -110,7 +110,8 @@ class MailStore {
   // Public mailboxes whose TTL has not ended, sorted by id (M-BOX-4).
   virtual absl::StatusOr<std::vector<MailboxInfo>> list_public() = 0;
   virtual absl::Status remove(std::string_view id) = 0;
-  virtual absl::StatusOr<std::vector<std::string>> expire(absl::Time now) = 0;
+  // Removes every mailbox whose TTL ended by `now`; the mailboxes it removed.
+  virtual absl::StatusOr<std::vector<MailboxInfo>> expire(absl::Time now) = 0;
 
   // The new message's sequence number.
   virtual absl::StatusOr<uint64_t> append(std::string_view id, Priority priority,
