@@ -61,6 +61,8 @@ std::string_view to_string(Capability capability) {
       return "parked";
     case Capability::kWaitIdle:
       return "wait-idle";
+    case Capability::kRetained:
+      return "retained";
   }
   return "?";
 }

@@ -201,6 +201,10 @@ absl::Status RetainedMailboxes::remove(std::string_view mailbox) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<MailboxInfo> RetainedMailboxes::mailbox(std::string_view mailbox) {
+  return core_->store->mailbox(mailbox);
+}
+
 absl::StatusOr<std::vector<MailboxInfo>> RetainedMailboxes::list_public() {
   return core_->store->list_public();
 }

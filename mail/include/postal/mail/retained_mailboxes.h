@@ -122,6 +122,7 @@ class RetainedMailboxes {
   absl::StatusOr<CreateResult> create_mailbox(const MailboxSpec& spec);
   absl::Status remove(std::string_view mailbox);
   absl::StatusOr<std::vector<MailboxInfo>> list_public();
+  absl::StatusOr<MailboxInfo> mailbox(std::string_view mailbox);
 
   // Stores, then pushes (M-KIND-2); the message's sequence number.
   absl::StatusOr<uint64_t> publish(std::string_view mailbox, Priority priority, std::string body);
