@@ -1,11 +1,10 @@
 // The MailStore suite: one set of tests (mail_store_*_test.cc) run against every store
 // (mail_store_test.cc instantiates it for MemMailStore and SqliteMailStore at both tiers).
 //
-// Each test gets a fresh folder under /tmp for the store file, a ManualClock and a store; tests
-// of durability call `reopen()` and skip on a store that is not persistent.
+// Each test gets a fresh folder under /tmp for the store file (support/scratch_dir.h), a
+// ManualClock and a store; tests of durability call `reopen()` and skip on a store that is not
+// persistent.
 #pragma once
-
-#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
@@ -20,6 +19,7 @@
 #include "postal/mail/mail_store.h"
 #include "postal/mail/mem_mail_store.h"
 #include "postal/mail/sqlite_mail_store.h"
+#include "support/scratch_dir.h"
 
 namespace postal::mail::testing {
 
@@ -35,18 +35,8 @@ inline void PrintTo(const StoreFactory& factory, std::ostream* os) { *os << fact
 
 class MailStoreTest : public ::testing::TestWithParam<StoreFactory> {
  protected:
-  void SetUp() override {
-    static int counter = 0;
-    dir_ = std::filesystem::path("/tmp") /
-           ("postal-store-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    open_store();
-  }
-  void TearDown() override {
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void SetUp() override { open_store(); }
+  void TearDown() override { store_.reset(); }
   // (Re)opens the store at the same file; the old one is closed first.
   void open_store(StoreLimits limits = {}) {
     store_.reset();
@@ -65,7 +55,8 @@ class MailStoreTest : public ::testing::TestWithParam<StoreFactory> {
     return r.ok() ? r->mailbox : MailboxInfo{};
   }
 
-  std::filesystem::path dir_;
+  test_support::ScratchDir scratch_;  // first: removed after the store closed
+  const std::filesystem::path& dir_ = scratch_.path();
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
   std::unique_ptr<MailStore> store_;
 };

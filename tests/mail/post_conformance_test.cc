@@ -16,6 +16,7 @@
 #include "postal/mail/system_headers.h"
 #include "postal/routing/node.h"
 #include "postal/runtime/client.h"
+#include "support/scratch_dir.h"
 
 namespace postal::mail::testing {
 namespace {
@@ -176,12 +177,10 @@ TEST(PostProvider, PushAcrossProcsRunsTheCallbackAndItsStatusSettles) {
 // A host serving a SQLite store: retained mailboxes created, posted, replayed, listed and erased
 // across two procs through the post provider (M-KIND-2, M-BOX-4, M-RECV-5).
 TEST(PostProvider, M_KIND_2_RetainedMailboxesAcrossProcsThroughTheHost) {
-  const std::filesystem::path dir =
-      std::filesystem::path("/tmp") / absl::StrCat("postal-post-retained-", ::getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  test_support::ScratchDir dir;
   {
-    absl::StatusOr<std::unique_ptr<MailStore>> store = SqliteMailStore::open(dir / "mail.db");
+    absl::StatusOr<std::unique_ptr<MailStore>> store =
+        SqliteMailStore::open(dir.path() / "mail.db");
     ASSERT_TRUE(store.ok()) << store.status();
     absl::StatusOr<std::unique_ptr<RetainedMailboxes>> retained =
         RetainedMailboxes::create({.store = *std::move(store)});
@@ -229,7 +228,6 @@ TEST(PostProvider, M_KIND_2_RetainedMailboxesAcrossProcsThroughTheHost) {
     ASSERT_TRUE(office.delete_mailbox(kTasks).ok());
     EXPECT_TRUE(office.list_public("post")->empty());
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "postal/mail/mail_errors.h"
 #include "postal/mail/retained_mailboxes.h"
+#include "support/scratch_dir.h"
 
 namespace postal::mail::testing {
 namespace {
@@ -51,18 +52,9 @@ class RawConnection {
   sqlite3* db_ = nullptr;
 };
 
-class SqliteMailStoreTest : public ::testing::Test {
+class SqliteMailStoreTest : public test_support::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path("/tmp") /
-           ("postal-sqlite-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::filesystem::path file() const { return dir_ / "mail.db"; }
-  std::filesystem::path dir_;
 };
 
 TEST_F(SqliteMailStoreTest, UsesWalAndTheCurrentSchemaVersion) {

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "postal/mail/sqlite_mail_store.h"
+#include "support/scratch_dir.h"
 
 namespace postal::mail::testing {
 namespace {
@@ -87,17 +88,8 @@ size_t count_prefix(const std::vector<std::string>& lines, const std::string& pr
   return n;
 }
 
-class SqliteStoreProcessTest : public ::testing::Test {
+class SqliteStoreProcessTest : public test_support::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path("/tmp") /
-           ("postal-store-proc-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   // Waits (with a deadline) until `log` has `n` lines starting with `prefix`.
   bool wait_lines(const std::filesystem::path& log, const std::string& prefix, size_t n) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -144,8 +136,6 @@ class SqliteStoreProcessTest : public ::testing::Test {
     EXPECT_EQ(missing, 0u) << "of " << acked.size() << " acked, " << stored.size() << " stored";
     EXPECT_GE(stored.size(), acked.size());
   }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(SqliteStoreProcessTest, M_BOX_2_ConcurrentCreatesAcrossTwoProcessesYieldExactlyOneCreated) {

@@ -23,13 +23,9 @@ class MemStore final : public MailStore {
   bool persistent() const override { return false; }
 
   absl::StatusOr<CreateResult> create(const MailboxSpec& spec) override {
-    if (absl::Status s = store::validate_spec(spec); !s.ok()) return s;
-    std::string id = spec.name;
-    if (!spec.is_public) {
-      absl::StatusOr<std::string> generated = store::new_private_id();
-      if (!generated.ok()) return generated.status();
-      id = *std::move(generated);
-    }
+    absl::StatusOr<std::string> made = store::mailbox_id(spec);
+    if (!made.ok()) return made.status();
+    const std::string& id = *made;
     const absl::Time now = clock_->now();
     absl::MutexLock lock(&mu_);
     sweep_locked(id, now);

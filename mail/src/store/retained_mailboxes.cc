@@ -288,42 +288,29 @@ bool RetainedMailboxes::wait_idle(absl::Duration timeout) {
       timeout);
 }
 
-namespace {
+namespace retained_internal {
 
-void close_handle(std::weak_ptr<Core>& core, std::shared_ptr<Sub>& sub) {
-  if (sub == nullptr) return;
-  if (std::shared_ptr<Core> c = core.lock()) c->remove_sub(sub);
-  sub->close();
-  sub.reset();
-  core.reset();
-}
-
-}  // namespace
-
-RetainedSubscription& RetainedSubscription::operator=(RetainedSubscription&& other) noexcept {
+Handle& Handle::operator=(Handle&& other) noexcept {
   if (this != &other) {
-    unsubscribe();
+    close();
     core_ = std::move(other.core_);
     sub_ = std::move(other.sub_);
   }
   return *this;
 }
 
-void RetainedSubscription::unsubscribe() { close_handle(core_, sub_); }
+void Handle::close() {
+  if (sub_ == nullptr) return;
+  if (std::shared_ptr<Core> c = core_.lock()) c->remove_sub(sub_);
+  sub_->close();
+  sub_.reset();
+  core_.reset();
+}
+
+}  // namespace retained_internal
 
 uint64_t RetainedSubscription::delivered() const {
   return sub_ == nullptr ? 0 : sub_->delivered.load();
 }
-
-ListingWatch& ListingWatch::operator=(ListingWatch&& other) noexcept {
-  if (this != &other) {
-    stop();
-    core_ = std::move(other.core_);
-    sub_ = std::move(other.sub_);
-  }
-  return *this;
-}
-
-void ListingWatch::stop() { close_handle(core_, sub_); }
 
 }  // namespace postal::mail

@@ -138,13 +138,9 @@ absl::StatusOr<SqliteStore::Entry*> SqliteStore::find_locked(std::string_view id
 }
 
 absl::StatusOr<CreateResult> SqliteStore::create(const MailboxSpec& spec) {
-  if (absl::Status s = store::validate_spec(spec); !s.ok()) return s;
-  std::string id = spec.name;
-  if (!spec.is_public) {
-    absl::StatusOr<std::string> generated = store::new_private_id();
-    if (!generated.ok()) return generated.status();
-    id = *std::move(generated);
-  }
+  absl::StatusOr<std::string> made = store::mailbox_id(spec);
+  if (!made.ok()) return made.status();
+  const std::string& id = *made;
   const absl::Time now = now_ms();
   absl::MutexLock admin(&admin_mu_);
   absl::StatusOr<CreateResult> result = absl::InternalError("create did not run");

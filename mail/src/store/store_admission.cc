@@ -32,6 +32,12 @@ absl::Status validate_spec(const MailboxSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> mailbox_id(const MailboxSpec& spec) {
+  if (absl::Status s = validate_spec(spec); !s.ok()) return s;
+  if (spec.is_public) return spec.name;
+  return new_private_id();
+}
+
 MailboxInfo new_mailbox(const MailboxSpec& spec, std::string id, absl::Time now) {
   return MailboxInfo{
       .id = std::move(id),

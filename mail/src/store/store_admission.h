@@ -17,6 +17,9 @@ namespace postal::mail::store {
 // NUL; a private spec with a name; a negative TTL).
 absl::Status validate_spec(const MailboxSpec& spec);
 
+// The id a create of `spec` uses: the validated public name, or a new private id (M-BOX-4).
+absl::StatusOr<std::string> mailbox_id(const MailboxSpec& spec);
+
 // The MailboxInfo a create of `spec` stores at `now` under `id`.
 MailboxInfo new_mailbox(const MailboxSpec& spec, std::string id, absl::Time now);
 

@@ -68,41 +68,40 @@ struct MailboxEvent {
   MailboxInfo mailbox{};  // for expired/removed: as it was stored
 };
 
+class RetainedMailboxes;
+
 namespace retained_internal {
 struct Core;
 struct Sub;
+
+// What a subscription and a listing watch share: RAII, destroying it closes it.
+class Handle {
+ public:
+  Handle() = default;
+  ~Handle() { close(); }
+  Handle(Handle&&) noexcept = default;
+  Handle& operator=(Handle&& other) noexcept;
+  // Idempotent; waits for a running callback of it, except from inside that callback.
+  void close();
+
+ protected:
+  friend class postal::mail::RetainedMailboxes;
+  std::weak_ptr<Core> core_;
+  std::shared_ptr<Sub> sub_;
+};
 }  // namespace retained_internal
 
-// RAII: destroying it unsubscribes.
-class RetainedSubscription {
+class RetainedSubscription : public retained_internal::Handle {
  public:
-  RetainedSubscription() = default;
-  ~RetainedSubscription() { unsubscribe(); }
-  RetainedSubscription(RetainedSubscription&&) noexcept = default;
-  RetainedSubscription& operator=(RetainedSubscription&& other) noexcept;
-  void unsubscribe();
+  void unsubscribe() { close(); }
   // Messages handed to the handler so far (replayed and live).
   uint64_t delivered() const;
-
- private:
-  friend class RetainedMailboxes;
-  std::weak_ptr<retained_internal::Core> core_;
-  std::shared_ptr<retained_internal::Sub> sub_;
 };
 
-// A watch of the public listing; RAII like a subscription.
-class ListingWatch {
+// A watch of the public listing.
+class ListingWatch : public retained_internal::Handle {
  public:
-  ListingWatch() = default;
-  ~ListingWatch() { stop(); }
-  ListingWatch(ListingWatch&&) noexcept = default;
-  ListingWatch& operator=(ListingWatch&& other) noexcept;
-  void stop();
-
- private:
-  friend class RetainedMailboxes;
-  std::weak_ptr<retained_internal::Core> core_;
-  std::shared_ptr<retained_internal::Sub> sub_;
+  void stop() { close(); }
 };
 
 struct RetainedOptions {
