@@ -8,6 +8,8 @@
 
 namespace postal::mail::store {
 
+Stmt::~Stmt() { sqlite3_finalize(stmt_); }
+
 Stmt& Stmt::bind(int index, int64_t value) {
   sqlite3_bind_int64(stmt_, index, value);
   return *this;

@@ -25,6 +25,9 @@ class Db;
 // A cached prepared statement, reset and unbound whenever it is handed out by `Db::prepare`.
 class Stmt {
  public:
+  ~Stmt();  // finalizes: a connection with live statements is never really closed
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
   Stmt& bind(int index, int64_t value);
   Stmt& bind_text(int index, std::string_view value);
   Stmt& bind_blob(int index, std::string_view value);
