@@ -61,12 +61,13 @@ std::string Stmt::text(int column) const {
   return data == nullptr ? std::string() : std::string(static_cast<const char*>(data), size);
 }
 
-absl::StatusOr<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path) {
+absl::StatusOr<std::unique_ptr<Db>> Db::open(const std::filesystem::path& path,
+                                             const std::string& vfs) {
   sqlite3* handle = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &handle,
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
-      nullptr);
+      vfs.empty() ? nullptr : vfs.c_str());
   std::unique_ptr<Db> db(new Db(handle, path));
   if (rc != SQLITE_OK) return db->error(rc, "open");
   sqlite3_extended_result_codes(handle, 1);

@@ -52,7 +52,9 @@ class Stmt {
 class Db {
  public:
   // Opens `path` read-write (creating it), refusing a final symlink (SQLITE_OPEN_NOFOLLOW).
-  static absl::StatusOr<std::unique_ptr<Db>> open(const std::filesystem::path& path);
+  // `vfs` empty: SQLite's default VFS.
+  static absl::StatusOr<std::unique_ptr<Db>> open(const std::filesystem::path& path,
+                                                  const std::string& vfs = {});
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;

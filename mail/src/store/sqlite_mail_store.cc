@@ -344,7 +344,7 @@ absl::StatusOr<uint64_t> SqliteStore::remove_durable(std::string_view id, std::s
 // Opens one connection to `path` with the store's pragmas.
 absl::StatusOr<std::unique_ptr<Db>> connect(const std::filesystem::path& path,
                                             const SqliteStoreOptions& options) {
-  absl::StatusOr<std::unique_ptr<Db>> db = Db::open(path);
+  absl::StatusOr<std::unique_ptr<Db>> db = Db::open(path, options.vfs);
   if (!db.ok()) return db.status();
   sqlite3_busy_timeout((*db)->handle(), ms(options.busy_timeout));
   const std::string pragmas = absl::StrCat(

@@ -57,6 +57,8 @@ struct SqliteStoreOptions {
   int checkpoint_pages = 1000;
   // The WAL file is truncated to at most this size after a checkpoint reset it.
   int64_t journal_size_limit = 64 << 20;
+  // The SQLite VFS to open the file with; empty: the default (tests pass a crash simulator).
+  std::string vfs{};
 };
 
 class SqliteMailStore {
