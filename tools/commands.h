@@ -1,6 +1,7 @@
 // The `postal` subcommands.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "postal/bench/bench_command.h"  // `postal bench` (benchmarks/routing/)
@@ -15,14 +16,19 @@ int up_command(const std::string& self_binary, const std::string& file);
 // topologies; dead procs as dead.
 int status_command(const std::string& name, bool json);
 
-// `postal mail VERB ADDR`: one mail verb against a running topology's MailboxHost
+// `postal mail VERB [ADDR]`: one mail verb against a running topology's MailboxHost
 // (mail_command.cc).
 struct MailCommand {
-  std::string verb;      // post | fetch | peek | status
-  std::string address;   // a post: mail address
-  std::string data;      // post: the text body
+  std::string verb;             // post | fetch | peek | status | create | delete | list | subscribe
+  std::string address;          // a post: mail address (every verb but list)
+  std::string data;             // post: the text body
+  std::string priority;         // post: critical | urgent | normal (retained mailboxes)
   std::string ack = "handled";  // fetch: handled | discard | unhandled
-  std::string topology;  // empty: every running topology
+  std::string topology;         // empty: every running topology
+  int64_t ttl_s = 0;            // create: the TTL in seconds (0: none)
+  uint64_t max_messages = 0, max_message_bytes = 0;  // create: bounds (0: none)
+  bool durable_all = false;                          // create
+  uint64_t count = 0;  // subscribe: exit after this many letters (0: run until killed)
 };
 int mail_command(const MailCommand& command);
 

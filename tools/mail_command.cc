@@ -1,4 +1,6 @@
-// `postal mail post|fetch|peek|status ADDR`: one mail verb against a running topology.
+// `postal mail post|fetch|peek|status|create|delete|subscribe ADDR`, `postal mail list`: one mail
+// verb against a running topology. create, delete, list and subscribe (tail -f) are for retained
+// mailboxes, which a MailboxHost serves when it has a store (its `store` spawn parameter).
 //
 // It reads the topology's state file (topology_state.h; `postal up` writes it), asks each
 // recorded proc in turn for an actor named `mailbox-host` (mail::kMailboxHostName, a
@@ -7,13 +9,16 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "commands.h"
 #include "postal/mail/mail_errors.h"
 #include "postal/mail/mailbox_host.h"
 #include "postal/mail/post_office.h"
 #include "postal/mail/post_provider.h"
+#include "postal/mail/system_headers.h"
 #include "postal/routing/node.h"
 #include "postal/runtime/client.h"
 #include "postal/wire/absl_compat.h"
@@ -71,9 +76,55 @@ void print_letter(const mail::Letter& l) {
   std::printf("\n%s\n", text ? text->c_str() : "<a body that is not text>");
 }
 
+// create, delete, list, subscribe; -1 for another verb.
+int run_retained_verb(mail::PostOffice& office, const MailCommand& c) {
+  if (c.verb == "create") {
+    absl::StatusOr<mail::CreateResult> r =
+        office.create_mailbox(c.address, {.ttl = absl::Seconds(c.ttl_s),
+                                          .max_messages = c.max_messages,
+                                          .max_message_bytes = c.max_message_bytes,
+                                          .durable_all = c.durable_all});
+    if (!r.ok()) return fail(r.status());
+    std::printf("%s %s\n", r->created ? "created" : "existing", c.address.c_str());
+    return 0;
+  }
+  if (c.verb == "delete") {
+    if (absl::Status s = office.delete_mailbox(c.address); !s.ok()) return fail(s);
+    std::printf("deleted %s\n", c.address.c_str());
+    return 0;
+  }
+  if (c.verb == "list") {
+    absl::StatusOr<std::vector<std::string>> listed = office.list_public("post");
+    if (!listed.ok()) return fail(listed.status());
+    for (const std::string& a : *listed) std::printf("%s\n", a.c_str());
+    return 0;
+  }
+  if (c.verb != "subscribe") return -1;
+  // tail -f: the stored letters (replay), then each new one, until killed or --count.
+  absl::Mutex mu;
+  uint64_t seen = 0;
+  absl::StatusOr<mail::Subscription> sub =
+      office.subscribe(c.address, [&](const mail::Letter& l) -> absl::Status {
+        absl::MutexLock lock(&mu);
+        if (seen > 0) std::printf("----\n");
+        print_letter(l);
+        std::fflush(stdout);
+        ++seen;
+        return absl::OkStatus();
+      });
+  if (!sub.ok()) return fail(sub.status());
+  absl::MutexLock lock(&mu);
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return c.count > 0 && seen >= c.count; };
+  mu.Await(absl::Condition(&done));
+  return 0;
+}
+
 int run_verb(mail::PostOffice& office, const MailCommand& c) {
+  if (int rc = run_retained_verb(office, c); rc >= 0) return rc;
   if (c.verb == "post") {
-    absl::StatusOr<mail::PostReceipt> r = office.post(c.address, mail::Letter::text(c.data));
+    mail::Letter letter = mail::Letter::text(c.data);
+    if (!c.priority.empty()) letter.headers.set(mail::kPriority, c.priority);
+    absl::StatusOr<mail::PostReceipt> r = office.post(c.address, std::move(letter));
     if (!r.ok()) return fail(r.status());
     std::printf("posted to %s: message id %s, send id %s, %s\n", r->address.c_str(),
                 r->message_id.c_str(), r->send_id.c_str(),
@@ -122,18 +173,22 @@ int run_verb(mail::PostOffice& office, const MailCommand& c) {
 }  // namespace
 
 int mail_command(const MailCommand& command) {
-  if (command.verb != "post" && command.verb != "fetch" && command.verb != "peek" &&
-      command.verb != "status") {
+  static const std::set<std::string> kVerbs = {"post",   "fetch",  "peek", "status",
+                                               "create", "delete", "list", "subscribe"};
+  if (!kVerbs.contains(command.verb)) {
     return fail(absl::InvalidArgumentError(
-        absl::StrCat("unknown verb '", command.verb, "'; write post, fetch, peek or status")));
+        absl::StrCat("unknown verb '", command.verb,
+                     "'; write post, fetch, peek, status, create, delete, list or subscribe")));
   }
   if (command.verb == "fetch" && !mail::parse_disposition(command.ack)) {
     return fail(absl::InvalidArgumentError(absl::StrCat(
         "--ack ", command.ack, " is not a disposition; write handled, discard or unhandled")));
   }
   // M-ADDR-2: a bad address fails before anything is contacted.
-  absl::StatusOr<mail::MailAddress> address = mail::MailAddress::parse(command.address);
-  if (!address.ok()) return fail(address.status());
+  if (command.verb != "list") {
+    absl::StatusOr<mail::MailAddress> address = mail::MailAddress::parse(command.address);
+    if (!address.ok()) return fail(address.status());
+  }
 
   routing::NodeOptions o;
   o.id = runtime::ProcId{runtime::Uid::random(*runtime::Label::parse("mail"))};

@@ -4,7 +4,7 @@
 //   postal up FILE              bring a topology file up in the foreground
 //   postal status [NAME]        procs, actors, queue depths and failures of a running topology
 //   postal bench [...]          benchmark routing beside raw sockets, CAF and NATS
-//   postal mail VERB ADDR       post|fetch|peek|status a post: mailbox (mail_command.cc)
+//   postal mail VERB [ADDR]     post|fetch|peek|status|create|delete|list|subscribe (mail_command.cc)
 //   postal proc --name ...      (used by hosts) run one proc; see routing/proc_main.h
 //   postal version              the version and the wire version (also `postal --version`)
 //
@@ -106,10 +106,19 @@ int main(int argc, char** argv) {
   postal::tools::add_bench_subcommand(app, bench);
   postal::tools::MailCommand mail;
   CLI::App* mail_app = app.add_subcommand(
-      "mail", "post, fetch, peek or show the status of a post: mailbox of a running topology");
-  mail_app->add_option("verb", mail.verb, "post | fetch | peek | status")->required();
-  mail_app->add_option("address", mail.address, "e.g. post:orders@shop.example/inbox")->required();
+      "mail", "post, fetch, peek or show the status of a post: mailbox of a running topology; "
+              "create, delete, list or subscribe to its retained mailboxes");
+  mail_app->add_option("verb", mail.verb,
+                       "post | fetch | peek | status | create | delete | list | subscribe")
+      ->required();
+  mail_app->add_option("address", mail.address, "e.g. post:orders@shop.example/inbox");
   mail_app->add_option("--data", mail.data, "post: the text to send");
+  mail_app->add_option("--priority", mail.priority, "post: critical | urgent | normal (retained)");
+  mail_app->add_option("--ttl", mail.ttl_s, "create: time to live in seconds (default: none)");
+  mail_app->add_option("--max-messages", mail.max_messages, "create: bound (default: none)");
+  mail_app->add_option("--max-message-bytes", mail.max_message_bytes, "create: bound");
+  mail_app->add_flag("--durable-all", mail.durable_all, "create: normal messages on disk too");
+  mail_app->add_option("--count", mail.count, "subscribe: exit after this many letters");
   mail_app->add_option("--ack", mail.ack, "fetch: handled (default) | discard | unhandled");
   mail_app->add_option("--topology", mail.topology, "the topology (default: every running one)");
 

@@ -64,6 +64,28 @@ bool IsUnsupportedCapability(const absl::Status& status) {
   return is_named(status, "UnsupportedCapability");
 }
 
+absl::Status MailboxNotFoundError(std::string_view id, std::string_view where) {
+  return named(absl::StatusCode::kNotFound, "MailboxNotFound",
+               absl::StrCat("no mailbox '", sv(id), "' in ", sv(where),
+                            " (never created, deleted, or its TTL ended); create it first"));
+}
+bool IsMailboxNotFound(const absl::Status& status) { return is_named(status, "MailboxNotFound"); }
+
+absl::Status MailboxConflictError(std::string_view detail) {
+  return named(absl::StatusCode::kFailedPrecondition, "MailboxConflict", detail);
+}
+bool IsMailboxConflict(const absl::Status& status) { return is_named(status, "MailboxConflict"); }
+
+absl::Status BudgetExhaustedError(std::string_view detail) {
+  return named(absl::StatusCode::kResourceExhausted, "BudgetExhausted", detail);
+}
+bool IsBudgetExhausted(const absl::Status& status) { return is_named(status, "BudgetExhausted"); }
+
+absl::Status IoFailedError(std::string_view detail) {
+  return named(absl::StatusCode::kUnavailable, "IoFailed", detail);
+}
+bool IsIoFailed(const absl::Status& status) { return is_named(status, "IoFailed"); }
+
 absl::Status RetriableError(std::string_view message) {
   return MarkRetriable(absl::UnavailableError(sv(message)));
 }

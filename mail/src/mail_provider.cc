@@ -43,5 +43,17 @@ absl::StatusOr<uint64_t> MailProvider::purge_parked(const MailAddress&) {
 absl::Status MailProvider::wait_idle(absl::Time) {
   return unsupported(*this, Capability::kWaitIdle);
 }
+absl::StatusOr<CreateResult> MailProvider::create_mailbox(const MailAddress&, const MailboxSpec&) {
+  return unsupported(*this, Capability::kRetained);
+}
+absl::Status MailProvider::delete_mailbox(const MailAddress&) {
+  return unsupported(*this, Capability::kRetained);
+}
+absl::StatusOr<std::vector<std::string>> MailProvider::list_public() {
+  return unsupported(*this, Capability::kRetained);
+}
+absl::StatusOr<bool> MailProvider::erase(const MailAddress&, uint64_t) {
+  return unsupported(*this, Capability::kRetained);
+}
 
 }  // namespace postal::mail

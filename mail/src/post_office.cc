@@ -141,6 +141,34 @@ absl::StatusOr<std::optional<Delivery>> PostOffice::fetch(std::string_view addre
   return r->provider->fetch(r->address, options);
 }
 
+absl::StatusOr<CreateResult> PostOffice::create_mailbox(std::string_view address,
+                                                        MailboxSpec spec) {
+  absl::StatusOr<Route> r = route(address, Capability::kRetained, "create_mailbox", true);
+  if (!r.ok()) return r.status();
+  return r->provider->create_mailbox(r->address, spec);
+}
+
+absl::Status PostOffice::delete_mailbox(std::string_view address) {
+  absl::StatusOr<Route> r = route(address, Capability::kRetained, "delete_mailbox", true);
+  if (!r.ok()) return r.status();
+  return r->provider->delete_mailbox(r->address);
+}
+
+absl::StatusOr<std::vector<std::string>> PostOffice::list_public(std::string_view scheme) {
+  MailProvider* p = provider(scheme);
+  if (p == nullptr) return UnknownSchemeError(scheme, absl::StrCat(sv(scheme), ":"));
+  if (!p->can(Capability::kRetained)) {
+    return UnsupportedCapabilityError(p->scheme(), to_string(Capability::kRetained), "list_public");
+  }
+  return p->list_public();
+}
+
+absl::StatusOr<bool> PostOffice::erase(std::string_view address, uint64_t seq) {
+  absl::StatusOr<Route> r = route(address, Capability::kRetained, "erase", true);
+  if (!r.ok()) return r.status();
+  return r->provider->erase(r->address, seq);
+}
+
 absl::StatusOr<std::vector<Letter>> PostOffice::peek(std::string_view address, size_t limit) {
   absl::StatusOr<Route> r = route(address, Capability::kPeek, "peek", false);
   if (!r.ok()) return r.status();

@@ -26,7 +26,7 @@ std::string_view to_string(DeadLetterReason reason) {
 
 bool is_system_header(std::string_view name) {
   static constexpr std::string_view kExact[] = {"mbx-send-id", "mbx-sent-at", "mbx-round",
-                                                "mbx-attempt", "mbx-max-attempts"};
+                                                "mbx-attempt", "mbx-max-attempts", "mbx-seq"};
   for (std::string_view exact : kExact) {
     if (absl::EqualsIgnoreCase(sv(name), sv(exact))) return true;
   }

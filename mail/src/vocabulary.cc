@@ -7,6 +7,7 @@
 #include "postal/mail/disposition.h"
 #include "postal/mail/mail_provider.h"
 #include "postal/mail/mail_status.h"
+#include "postal/mail/priority.h"
 #include "postal/mail/retry_policy.h"
 #include "postal/wire/absl_compat.h"
 
@@ -61,6 +62,8 @@ std::string_view to_string(Capability capability) {
       return "parked";
     case Capability::kWaitIdle:
       return "wait-idle";
+    case Capability::kRetained:
+      return "retained";
   }
   return "?";
 }
@@ -108,6 +111,25 @@ absl::Duration next_retry_delay(const RetryPolicy& policy, uint32_t failed_attem
   uint32_t exponent = failed_attempt == 0 ? 0 : std::min<uint32_t>(failed_attempt - 1, 62);
   absl::Duration delay = policy.base_delay * static_cast<double>(uint64_t{1} << exponent);
   return std::min(delay, policy.max_delay);
+}
+
+std::string_view to_string(Priority priority) {
+  switch (priority) {
+    case Priority::kCritical:
+      return "critical";
+    case Priority::kUrgent:
+      return "urgent";
+    case Priority::kNormal:
+      break;
+  }
+  return "normal";
+}
+
+std::optional<Priority> parse_priority(std::string_view text) {
+  for (Priority p : kPrioritiesHighFirst) {
+    if (text == to_string(p)) return p;
+  }
+  return std::nullopt;
 }
 
 }  // namespace postal::mail

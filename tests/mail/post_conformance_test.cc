@@ -5,14 +5,18 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "mail_conformance.h"
 #include "postal/actors/actor_handle.h"
 #include "postal/mail/mailbox_host.h"
 #include "postal/mail/post_provider.h"
+#include "postal/mail/sqlite_mail_store.h"
+#include "postal/mail/system_headers.h"
 #include "postal/routing/node.h"
 #include "postal/runtime/client.h"
+#include "support/scratch_dir.h"
 
 namespace postal::mail::testing {
 namespace {
@@ -168,6 +172,62 @@ TEST(PostProvider, PushAcrossProcsRunsTheCallbackAndItsStatusSettles) {
   ASSERT_TRUE(failing.wait_for(1));
   ASSERT_TRUE(office.wait_idle(kWait).ok());
   EXPECT_EQ(office.status(kInbox)->unread_count, 1u);  // M-ACK-4: retriable → back in the queue
+}
+
+// A host serving a SQLite store: retained mailboxes created, posted, replayed, listed and erased
+// across two procs through the post provider (M-KIND-2, M-BOX-4, M-RECV-5).
+TEST(PostProvider, M_KIND_2_RetainedMailboxesAcrossProcsThroughTheHost) {
+  test_support::ScratchDir dir;
+  {
+    absl::StatusOr<std::unique_ptr<MailStore>> store =
+        SqliteMailStore::open(dir.path() / "mail.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<std::unique_ptr<RetainedMailboxes>> retained =
+        RetainedMailboxes::create({.store = *std::move(store)});
+    ASSERT_TRUE(retained.ok());
+    std::shared_ptr<Rig> rig =
+        make_rig(MemOptions{.bus = MemBus::isolated(), .retained = *std::move(retained)});
+    ASSERT_NE(rig, nullptr);
+    PostOffice office;
+    ASSERT_TRUE(office.register_provider(*provider_on(rig)).ok());
+    ASSERT_TRUE(office.start().ok());
+    constexpr std::string_view kTasks = "post:tasks@agents.test/queue";
+    absl::StatusOr<CreateResult> created = office.create_mailbox(kTasks, {.ttl = absl::Hours(1)});
+    ASSERT_TRUE(created.ok()) << created.status();
+    EXPECT_TRUE(created->created);
+    EXPECT_FALSE(office.create_mailbox(kTasks, {.ttl = absl::Hours(9)})->created);
+    for (const auto& [priority, text] : {std::pair{"normal", "n"}, std::pair{"critical", "c"}}) {
+      Letter l = Letter::text(text);
+      l.headers.set(kPriority, std::string(priority));
+      ASSERT_TRUE(office.post(kTasks, std::move(l)).ok());
+    }
+    absl::Mutex mu;
+    std::vector<std::pair<std::string, uint64_t>> got;
+    absl::StatusOr<Subscription> sub = office.subscribe(kTasks, [&](const Letter& l) {
+      absl::MutexLock lock(&mu);
+      got.emplace_back(l.body.text().value_or("?"), l.headers.get(kRetainedSeq).value_or(0));
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    {
+      absl::MutexLock lock(&mu);
+      auto two = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return got.size() >= 2; };
+      ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&two), absl::Seconds(30)));
+      EXPECT_EQ(got[0].first, "c");
+      EXPECT_EQ(got[1].first, "n");
+    }
+    EXPECT_EQ(*office.list_public("post"),
+              std::vector<std::string>{"post://tasks@agents.test/queue"});
+    uint64_t seq = 0;
+    {
+      absl::MutexLock lock(&mu);
+      seq = got[0].second;
+    }
+    EXPECT_TRUE(*office.erase(kTasks, seq));
+    EXPECT_FALSE(*office.erase(kTasks, seq));
+    ASSERT_TRUE(office.delete_mailbox(kTasks).ok());
+    EXPECT_TRUE(office.list_public("post")->empty());
+  }
 }
 
 }  // namespace

@@ -21,6 +21,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/scratch_dir.h"
+
 namespace postal::test_support {
 
 inline std::string slurp(const std::filesystem::path& p) {
@@ -61,19 +63,6 @@ inline bool wait_for(const std::function<bool()>& done, std::chrono::millisecond
   }
   return true;
 }
-
-// A test with a fresh folder of its own under /tmp (named after the test), removed afterwards.
-class ScratchDirTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path("/tmp") /
-           ("postal-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
-};
 
 struct Outcome {
   int exit_status = -1;  // -1: did not exit in time (killed)

@@ -145,11 +145,15 @@ MemProvider::~MemProvider() { stop(StopOptions{}); }
 
 bool MemProvider::can(Capability op, const MailAddress*) const {
   if (op == Capability::kDeadLetter) return options_.dead_letter.has_value();
+  if (op == Capability::kRetained) return options_.retained != nullptr;
   return true;
 }
 
 absl::StatusOr<Subscription> MemProvider::subscribe(const MailAddress& address, MailHandler handler,
                                                     const SubscribeOptions& options) {
+  if (std::optional<std::string> name = retained_name(address)) {
+    return subscribe_retained(*name, address, std::move(handler));
+  }
   auto sub = std::make_shared<SubscriberState>();
   sub->topic = address.canonical();
   sub->label = options.label;

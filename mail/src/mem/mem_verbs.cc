@@ -30,6 +30,9 @@ MailboxStatus never_seen(const MailAddress& address) {
 }  // namespace
 
 absl::StatusOr<PostReceipt> MemProvider::post(const MailAddress& to, Letter letter) {
+  if (std::optional<std::string> name = retained_name(to)) {
+    return post_retained(*name, to, std::move(letter));
+  }
   BusState& bus = *core_->bus;
   Letter stamped = mem_internal::stamp_for_send(std::move(letter), to, bus.clock->now());
   absl::MutexLock lock(&bus.mu);

@@ -8,6 +8,7 @@
 #include "host_core.h"
 #include "postal/actors/context.h"
 #include "postal/mail/mail_errors.h"
+#include "postal/mail/sqlite_mail_store.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::mail {
@@ -52,6 +53,63 @@ void add_letters(MailReply& r, const std::vector<Letter>& letters) {
   }
 }
 
+// `store = "/path/mail.db"` (with `durability = "os" | "disk"`, `max_mailboxes`): the host also
+// serves retained mailboxes from that SQLite store (kRetained).
+absl::Status open_retained(const actors::SpawnParams& p, MemOptions& o) {
+  const wire::HeaderValue* path = p.find("store");
+  if (path == nullptr) return absl::OkStatus();
+  const auto* text = std::get_if<std::string>(path);
+  if (text == nullptr || text->empty()) {
+    return absl::InvalidArgumentError("store must be the path of the SQLite store file");
+  }
+  SqliteStoreOptions so;
+  if (const wire::HeaderValue* d = p.find("durability")) {
+    const auto* tier = std::get_if<std::string>(d);
+    if (tier == nullptr || (*tier != "os" && *tier != "disk")) {
+      return absl::InvalidArgumentError("durability must be \"os\" or \"disk\"");
+    }
+    so.durability = *tier == "disk" ? Durability::kDisk : Durability::kOs;
+  }
+  if (auto n = int_param(p, "max_mailboxes")) {
+    if (*n < 1) return absl::InvalidArgumentError("max_mailboxes must be >= 1");
+    so.limits.max_mailboxes = static_cast<size_t>(*n);
+  }
+  absl::StatusOr<std::unique_ptr<MailStore>> store = SqliteMailStore::open(*text, so);
+  if (!store.ok()) return store.status();
+  absl::StatusOr<std::unique_ptr<RetainedMailboxes>> retained =
+      RetainedMailboxes::create({.store = *std::move(store)});
+  if (!retained.ok()) return retained.status();
+  o.retained = *std::move(retained);
+  return absl::OkStatus();
+}
+
+// The retained-mailbox admin ops; nullopt for any other op.
+std::optional<MailReply> retained_admin(MemProvider& p, const MailAdmin& m) {
+  MailReply r;
+  if (m.op == "delete-mailbox") {
+    absl::StatusOr<MailAddress> at = mem_address(m.arg);
+    absl::Status s = at.ok() ? p.delete_mailbox(*at) : at.status();
+    if (!s.ok()) r = failed(s);
+  } else if (m.op == "list-public") {
+    absl::StatusOr<std::vector<std::string>> listed = p.list_public();
+    if (!listed.ok()) return failed(listed.status());
+    for (const std::string& a : *listed) r.counts.emplace_back(a, 0);
+  } else if (m.op == "erase") {
+    const size_t space = m.arg.find(' ');
+    uint64_t seq = 0;
+    if (space == std::string::npos || !absl::SimpleAtoi(m.arg.substr(0, space), &seq)) {
+      return failed(absl::InvalidArgumentError("erase wants \"<seq> <address>\""));
+    }
+    absl::StatusOr<MailAddress> at = mem_address(m.arg.substr(space + 1));
+    absl::StatusOr<bool> erased = at.ok() ? p.erase(*at, seq) : at.status();
+    if (!erased.ok()) return failed(erased.status());
+    r.flag = *erased;
+  } else {
+    return std::nullopt;
+  }
+  return r;
+}
+
 }  // namespace
 
 MailboxHost::MailboxHost(MemOptions options) : options_(std::move(options)) {
@@ -79,6 +137,7 @@ absl::StatusOr<std::unique_ptr<MailboxHost>> MailboxHost::create(const actors::S
     if (std::get<bool>(*v)) o.dead_letter = DeadLetterOptions{};
   }
   if (auto ms = int_param(p, "lease_sweep_ms")) o.lease_sweep_interval = absl::Milliseconds(*ms);
+  if (absl::Status s = open_retained(p, o); !s.ok()) return s;
   return std::make_unique<MailboxHost>(std::move(o));
 }
 
@@ -101,7 +160,7 @@ void MailboxHost::on_stop(actors::Context&, const actors::ActorStatus&) {
 
 absl::Status MailboxHost::handle(actors::Context& cx, MailHello m) {
   MailReply r;
-  for (uint8_t op = 0; op <= static_cast<uint8_t>(Capability::kWaitIdle); ++op) {
+  for (uint8_t op = 0; op <= static_cast<uint8_t>(Capability::kRetained); ++op) {
     if (core_->provider().can(static_cast<Capability>(op))) r.count |= uint64_t{1} << op;
   }
   m.reply_to.send(cx, std::move(r));
@@ -301,8 +360,36 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailAdmin m) {
       reply_to.send(core->pusher(), s.ok() ? MailReply{} : failed(s));
     });
     return absl::OkStatus();
+  } else if (std::optional<MailReply> retained = retained_admin(p, m)) {
+    r = *std::move(retained);
   } else {
     r = failed(absl::InvalidArgumentError(absl::StrCat("unknown mail admin op '", m.op, "'")));
+  }
+  m.reply_to.send(cx, std::move(r));
+  return absl::OkStatus();
+}
+
+absl::Status MailboxHost::handle(actors::Context& cx, MailCreate m) {
+  absl::StatusOr<MailAddress> at = mem_address(m.address);
+  if (!at.ok()) {
+    m.reply_to.send(cx, failed(at.status()));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<CreateResult> created =
+      core_->provider().create_mailbox(*at, MailboxSpec{.ttl = absl::Milliseconds(m.ttl_ms),
+                                                        .max_messages = m.max_messages,
+                                                        .max_message_bytes = m.max_message_bytes,
+                                                        .durable_all = m.durable_all});
+  if (!created.ok()) {
+    m.reply_to.send(cx, failed(created.status()));
+    return absl::OkStatus();
+  }
+  MailReply r;
+  r.text = created->mailbox.id;
+  r.flag = created->created;
+  r.count = static_cast<uint64_t>(absl::ToUnixMillis(created->mailbox.created_at));
+  if (created->mailbox.expires_at != absl::InfiniteFuture()) {
+    r.lease_expires_ns = absl::ToUnixNanos(created->mailbox.expires_at);
   }
   m.reply_to.send(cx, std::move(r));
   return absl::OkStatus();

@@ -254,4 +254,48 @@ absl::Status PostProvider::wait_idle(absl::Time deadline) {
   return r.status();
 }
 
+absl::StatusOr<CreateResult> PostProvider::create_mailbox(const MailAddress& address,
+                                                          const MailboxSpec& spec) {
+  absl::StatusOr<MailReply> r = link_->call(MailCreate{address.canonical(),
+                                                       absl::ToInt64Milliseconds(spec.ttl),
+                                                       spec.max_messages,
+                                                       spec.max_message_bytes,
+                                                       spec.durable_all,
+                                                       {}},
+                                            "create_mailbox");
+  if (!r.ok()) return r.status();
+  // On success the stored bounds equal the requested ones (M-BOX-1).
+  return CreateResult{
+      .mailbox =
+          MailboxInfo{.id = r->text,
+                      .is_public = true,
+                      .created_at = absl::FromUnixMillis(static_cast<int64_t>(r->count)),
+                      .expires_at = r->lease_expires_ns ? absl::FromUnixNanos(*r->lease_expires_ns)
+                                                        : absl::InfiniteFuture(),
+                      .max_messages = spec.max_messages,
+                      .max_message_bytes = spec.max_message_bytes,
+                      .durable_all = spec.durable_all},
+      .created = r->flag};
+}
+
+absl::Status PostProvider::delete_mailbox(const MailAddress& address) {
+  return link_->call(MailAdmin{"delete-mailbox", address.canonical(), {}}, "delete_mailbox")
+      .status();
+}
+
+absl::StatusOr<std::vector<std::string>> PostProvider::list_public() {
+  absl::StatusOr<MailReply> r = link_->call(MailAdmin{"list-public", "", {}}, "list_public");
+  if (!r.ok()) return r.status();
+  std::vector<std::string> out;
+  for (const auto& [address, unused] : r->counts) out.push_back(mem_to_post(address));
+  return out;
+}
+
+absl::StatusOr<bool> PostProvider::erase(const MailAddress& address, uint64_t seq) {
+  absl::StatusOr<MailReply> r =
+      link_->call(MailAdmin{"erase", absl::StrCat(seq, " ", address.canonical()), {}}, "erase");
+  if (!r.ok()) return r.status();
+  return r->flag;
+}
+
 }  // namespace postal::mail

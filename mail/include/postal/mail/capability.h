@@ -26,6 +26,8 @@ enum class Capability : uint8_t {
   kDeadLetter,   // discard/give-up writes a dead-letter record (M-DLQ-1); dead_letter_topic()
   kParked,       // peek_parked() / purge_parked() (M-DLQ-2)
   kWaitIdle,     // wait_idle(): wait until dispatched deliveries have settled
+  kRetained,     // create_mailbox(), delete_mailbox(), list_public(), erase(): retained
+                 // mailboxes (M-KIND-2) — posts to them are stored, subscriptions replay
 };
 
 // "post", "subscribe", "fetch", "manual-ack", "peek", "status", "enumerate", "recover", "clear",

@@ -11,6 +11,16 @@
 //   UnknownScheme          NotFound           no provider is registered for the address's scheme
 //   UnsupportedCapability  Unimplemented      the provider did not declare the operation or
 //                                             disposition; raised before anything changes
+//   MailboxNotFound        NotFound           a store has no such mailbox (never created,
+//                                             deleted, or its TTL ended)
+//   MailboxConflict        FailedPrecondition create of an existing mailbox with other bounds
+//                                             (M-BOX-1)
+//   BudgetExhausted        ResourceExhausted  a bound would be passed: the mailbox cap, a
+//                                             message's bytes or a mailbox's message count
+//                                             (M-BOX-5, M-BOX-6); nothing was published
+//   IoFailed               Unavailable        the store cannot be used: admission contention
+//                                             (M-BOX-7), a refused or unreadable store file
+//                                             (M-STORE-1), a failed write; nothing changed
 //
 // Push consumers (subscription callbacks) report with a status too (M-ACK-4):
 //   OK                        → handled
@@ -42,6 +52,22 @@ bool IsUnknownScheme(const absl::Status& status);
 absl::Status UnsupportedCapabilityError(std::string_view scheme, std::string_view capability,
                                         std::string_view detail);
 bool IsUnsupportedCapability(const absl::Status& status);
+
+// `MailboxNotFound: no mailbox '<id>' in <where>; <fix>`.
+absl::Status MailboxNotFoundError(std::string_view id, std::string_view where);
+bool IsMailboxNotFound(const absl::Status& status);
+
+// `MailboxConflict: <detail>`.
+absl::Status MailboxConflictError(std::string_view detail);
+bool IsMailboxConflict(const absl::Status& status);
+
+// `BudgetExhausted: <detail>`.
+absl::Status BudgetExhaustedError(std::string_view detail);
+bool IsBudgetExhausted(const absl::Status& status);
+
+// `IoFailed: <detail>`.
+absl::Status IoFailedError(std::string_view detail);
+bool IsIoFailed(const absl::Status& status);
 
 // A retriable consumer error: code Unavailable, explicitly marked retriable.
 absl::Status RetriableError(std::string_view message);

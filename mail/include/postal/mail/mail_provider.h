@@ -41,6 +41,7 @@
 #include "postal/mail/letter.h"
 #include "postal/mail/mail_address.h"
 #include "postal/mail/mail_status.h"
+#include "postal/mail/mail_store.h"
 #include "postal/mail/subscription.h"
 
 namespace postal::mail {
@@ -141,6 +142,16 @@ class MailProvider {
   // `deadline`. Deliveries waiting in a retry backoff do not count: they wait for time. Called
   // from inside a callback it waits for that callback too, so it can only time out.
   virtual absl::Status wait_idle(absl::Time deadline);
+
+  // kRetained (M-KIND-2): a retained mailbox at `address` (public; `spec.name` is ignored, the
+  // address names it). Once it exists, posts to the address are stored and subscriptions replay.
+  virtual absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address,
+                                                      const MailboxSpec& spec);
+  virtual absl::Status delete_mailbox(const MailAddress& address);
+  // Public retained mailboxes, as addresses of this provider's scheme (M-BOX-4).
+  virtual absl::StatusOr<std::vector<std::string>> list_public();
+  // M-RECV-5: removes the retained message `seq` (the `mbx-seq` header of its deliveries).
+  virtual absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq);
 };
 
 }  // namespace postal::mail

@@ -45,10 +45,11 @@ namespace post_internal {
 class HostCore;
 }
 
-class MailboxHost final : public actors::Actor,
-                          public actors::Handles<MailHello, MailPost, MailFetch, MailSettleKey,
-                                                 MailPeek, MailStatusQuery, MailSubscribe,
-                                                 MailUnsubscribe, MailRecover, MailAdmin> {
+class MailboxHost final
+    : public actors::Actor,
+      public actors::Handles<MailHello, MailPost, MailFetch, MailSettleKey, MailPeek,
+                             MailStatusQuery, MailSubscribe, MailUnsubscribe, MailRecover,
+                             MailAdmin, MailCreate> {
  public:
   // `options.bus` null: an isolated bus (a host never shares the process-wide mem bus).
   explicit MailboxHost(MemOptions options = {});
@@ -69,6 +70,7 @@ class MailboxHost final : public actors::Actor,
   absl::Status handle(actors::Context& cx, MailUnsubscribe m) override;
   absl::Status handle(actors::Context& cx, MailRecover m) override;
   absl::Status handle(actors::Context& cx, MailAdmin m) override;
+  absl::Status handle(actors::Context& cx, MailCreate m) override;
 
  private:
   MemOptions options_;

@@ -47,6 +47,7 @@
 #include "absl/time/time.h"
 #include "postal/mail/mail_provider.h"
 #include "postal/mail/mem_bus.h"
+#include "postal/mail/retained_mailboxes.h"
 #include "postal/mail/retry_policy.h"
 
 namespace postal::mail {
@@ -69,6 +70,9 @@ struct MemOptions {
   absl::Duration lease_sweep_interval = absl::ZeroDuration();              // 0: no sweeper
   uint64_t max_delivery_rounds = 0;  // 0: unlimited; else a copy past it is given up, not requeued
   size_t max_delivery_threads = 16;
+  // Non-null: the provider also serves retained mailboxes from it (kRetained, M-KIND-2). The
+  // RetainedMailboxes must use the provider's clock.
+  std::shared_ptr<RetainedMailboxes> retained = nullptr;
 };
 
 class MemProvider final : public MailProvider {
@@ -108,8 +112,23 @@ class MemProvider final : public MailProvider {
   absl::StatusOr<uint64_t> purge_parked(const MailAddress& address) override;
   absl::Status wait_idle(absl::Time deadline) override;
 
+  // kRetained, when MemOptions::retained is set (mem_retained.cc).
+  absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address,
+                                              const MailboxSpec& spec) override;
+  absl::Status delete_mailbox(const MailAddress& address) override;
+  absl::StatusOr<std::vector<std::string>> list_public() override;
+  absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq) override;
+
  private:
   explicit MemProvider(MemOptions options);
+  // Retained mailboxes (mem_retained.cc): the store's name for `address` when a retained
+  // mailbox of that name exists.
+  std::optional<std::string> retained_name(const MailAddress& address) const;
+  absl::Status check_running(std::string_view verb, const MailAddress& address) const;
+  absl::StatusOr<PostReceipt> post_retained(const std::string& name, const MailAddress& to,
+                                            Letter letter);
+  absl::StatusOr<Subscription> subscribe_retained(const std::string& name,
+                                                  const MailAddress& address, MailHandler handler);
 
   MemOptions options_;
   std::shared_ptr<mem_internal::CoreState> core_;

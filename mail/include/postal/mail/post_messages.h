@@ -231,7 +231,9 @@ struct MailRecover {  // recover(address); recover_all when `address` is empty
 };
 // Admin verbs on the host's backlog, by `op`: "clear", "locate" (arg: message id),
 // "dead-letter-topic" (arg: address), "purge-parked" (arg: address), "wait-idle" (arg: timeout
-// in milliseconds, decimal).
+// in milliseconds, decimal); for retained mailboxes (kRetained): "delete-mailbox" (arg:
+// address), "list-public" (reply: `counts`, names with 0), "erase" (arg: "<seq> <address>",
+// reply: `flag`).
 struct MailAdmin {
   using Reply = MailReply;
   std::string op;
@@ -240,6 +242,22 @@ struct MailAdmin {
   template <class A>
   void serialize(A& a) {
     a(op, arg, reply_to);
+  }
+};
+
+// create_mailbox of a retained mailbox (kRetained). Reply: `text` the store name, `flag`
+// created, `count` created_at (Unix ms), `lease_expires_ns` its expiry (unset: never).
+struct MailCreate {
+  using Reply = MailReply;
+  std::string address;
+  int64_t ttl_ms = 0;
+  uint64_t max_messages = 0;
+  uint64_t max_message_bytes = 0;
+  bool durable_all = false;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(address, ttl_ms, max_messages, max_message_bytes, durable_all, reply_to);
   }
 };
 
@@ -262,3 +280,4 @@ POSTAL_MESSAGE(postal::mail::MailSubscribe, "postal.mail.Subscribe");
 POSTAL_MESSAGE(postal::mail::MailUnsubscribe, "postal.mail.Unsubscribe");
 POSTAL_MESSAGE(postal::mail::MailRecover, "postal.mail.Recover");
 POSTAL_MESSAGE(postal::mail::MailAdmin, "postal.mail.Admin");
+POSTAL_MESSAGE(postal::mail::MailCreate, "postal.mail.Create");

@@ -94,6 +94,13 @@ class PostOffice {
   absl::StatusOr<std::vector<Letter>> peek_parked(std::string_view address, size_t limit = 100);
   absl::StatusOr<uint64_t> purge_parked(std::string_view address);
 
+  // ---- retained mailboxes (M-KIND-2, M-BOX; providers that declare kRetained) ----
+  absl::StatusOr<CreateResult> create_mailbox(std::string_view address, MailboxSpec spec = {});
+  absl::Status delete_mailbox(std::string_view address);
+  // The public retained mailboxes of the provider of `scheme`.
+  absl::StatusOr<std::vector<std::string>> list_public(std::string_view scheme);
+  absl::StatusOr<bool> erase(std::string_view address, uint64_t seq);
+
   // Waits until every provider that can is idle (MailProvider::wait_idle).
   absl::Status wait_idle(absl::Duration timeout);
 

@@ -93,6 +93,12 @@ class PostProvider final : public MailProvider {
                                                   size_t limit) override;
   absl::StatusOr<uint64_t> purge_parked(const MailAddress& address) override;
   absl::Status wait_idle(absl::Time deadline) override;
+  // kRetained, when the host serves a store (its `store` spawn parameter).
+  absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address,
+                                              const MailboxSpec& spec) override;
+  absl::Status delete_mailbox(const MailAddress& address) override;
+  absl::StatusOr<std::vector<std::string>> list_public() override;
+  absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq) override;
 
  private:
   explicit PostProvider(std::shared_ptr<post_internal::Link> link);

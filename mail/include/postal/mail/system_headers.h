@@ -18,6 +18,8 @@
 //   mbx-dead-letter-topic       string   the canonical address it was given up from
 //   mbx-dead-letter-depth       uint64   depth in the dead-letter chain (1 = first level)
 //   mbx-dead-letter-terminal    bool     true on a parked record (M-DLQ-2)
+//   mbx-seq                     uint64   a retained message's id in its store: `erase` takes it
+//                                        (M-RECV-5)
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,10 @@ inline constexpr wire::HeaderKey<std::string> kDeadLetterError{"mbx-dead-letter-
 inline constexpr wire::HeaderKey<std::string> kDeadLetterTopic{"mbx-dead-letter-topic"};
 inline constexpr wire::HeaderKey<uint64_t> kDeadLetterDepth{"mbx-dead-letter-depth"};
 inline constexpr wire::HeaderKey<bool> kDeadLetterTerminal{"mbx-dead-letter-terminal"};
+inline constexpr wire::HeaderKey<uint64_t> kRetainedSeq{"mbx-seq"};
+// Set by the sender: a retained letter's priority, "critical" | "urgent" | "normal" (the
+// default) (M-PRIO-1). Not a system header.
+inline constexpr wire::HeaderKey<std::string> kPriority{"priority"};
 
 // Why a copy was given up (M-DLQ-1).
 enum class DeadLetterReason : uint8_t {

@@ -1,0 +1,151 @@
+// retained_mailboxes.h — `RetainedMailboxes`: retained mailboxes served from a `MailStore`
+// (M-KIND-2): store, then push.
+//
+// A publish is stored first (`MailStore::append`, durable per M-PRIO-2) and only then pushed to
+// the mailbox's live subscriptions. Each new subscription first replays what the mailbox holds —
+// critical, urgent, normal, FIFO within each (M-PRIO-1) — and then continues live. The switch is
+// atomic: registering the subscription and taking the store's highest sequence number S happen
+// under one lock; the replay reads the store up to S with no lock held; live messages routed to
+// the subscription meanwhile wait on its strand and are delivered after the replay, skipping the
+// ones the replay already delivered. No message is lost or doubled (tests: concurrent publishes
+// during replays). The server keeps no per-consumer position: every new subscription replays.
+//
+// Queue groups (M-RECV-4): subscriptions of one mailbox with the same non-empty `queue_group`
+// compete; each live message goes to exactly one member (round robin). The stored backlog is
+// replayed once per group lifetime, to the member that forms the group; members joining an
+// existing group get live messages only. When the last member leaves, the group ends, and the
+// next member to join replays again — so a message a crashed worker never `erase`d comes back.
+//
+// Lifetime (M-BOX-3): a mailbox whose TTL ends is removed with its messages, by a timer on the
+// clock at its expiry and by a periodic sweep; each of its subscriptions is told through its
+// `on_end` callback (with `MailboxNotFound`) and receives nothing more. `remove` does the same at
+// once. Public mailboxes are listed (`list_public`, a snapshot) and watched (`watch_public`: the
+// snapshot, then `created`/`expired`/`removed` events, no event lost or doubled against the
+// snapshot) (M-BOX-4). Private mailboxes never appear in either.
+//
+// Receive re-checks the byte bound (M-BOX-6): a stored message larger than its mailbox's
+// `max_message_bytes` (possible only if the store file was changed behind the store's back) is
+// not delivered and is left in the store untouched.
+//
+// Threads: handlers run on a small executor the object owns, one strand per subscription (never
+// concurrently with themselves, in order). Destroying a `RetainedSubscription` or `ListingWatch`
+// unsubscribes and waits for a running callback of it to return, except from inside that
+// callback.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "postal/mail/clock.h"
+#include "postal/mail/mail_store.h"
+
+namespace postal::mail {
+
+struct RetainedMessage {
+  std::string mailbox{};
+  uint64_t seq = 0;  // the store's id: pass it to `erase` (M-RECV-5)
+  Priority priority = Priority::kNormal;
+  absl::Time stored_at{};
+  std::string body{};
+};
+
+struct RetainedSubscribeOptions {
+  std::string queue_group{};  // empty: this subscription gets every message
+  // Told once when the subscription ends because the mailbox expired or was removed.
+  std::function<void(const absl::Status&)> on_end{};
+};
+
+enum class MailboxEventKind { kCreated, kExpired, kRemoved };
+
+struct MailboxEvent {
+  MailboxEventKind kind = MailboxEventKind::kCreated;
+  MailboxInfo mailbox{};  // for expired/removed: as it was stored
+};
+
+class RetainedMailboxes;
+
+namespace retained_internal {
+struct Core;
+struct Sub;
+
+// What a subscription and a listing watch share: RAII, destroying it closes it.
+class Handle {
+ public:
+  Handle() = default;
+  ~Handle() { close(); }
+  Handle(Handle&&) noexcept = default;
+  Handle& operator=(Handle&& other) noexcept;
+  // Idempotent; waits for a running callback of it, except from inside that callback.
+  void close();
+
+ protected:
+  friend class postal::mail::RetainedMailboxes;
+  std::weak_ptr<Core> core_;
+  std::shared_ptr<Sub> sub_;
+};
+}  // namespace retained_internal
+
+class RetainedSubscription : public retained_internal::Handle {
+ public:
+  void unsubscribe() { close(); }
+  // Messages handed to the handler so far (replayed and live).
+  uint64_t delivered() const;
+};
+
+// A watch of the public listing.
+class ListingWatch : public retained_internal::Handle {
+ public:
+  void stop() { close(); }
+};
+
+struct RetainedOptions {
+  std::shared_ptr<MailStore> store{};  // required
+  std::shared_ptr<Clock> clock{};      // null: a SystemClock; must be the store's clock
+  absl::Duration sweep_interval = absl::Seconds(1);  // zero: only the per-mailbox timers
+  size_t max_delivery_threads = 16;
+};
+
+class RetainedMailboxes {
+ public:
+  static absl::StatusOr<std::unique_ptr<RetainedMailboxes>> create(RetainedOptions options);
+  ~RetainedMailboxes();
+  RetainedMailboxes(const RetainedMailboxes&) = delete;
+  RetainedMailboxes& operator=(const RetainedMailboxes&) = delete;
+
+  absl::StatusOr<CreateResult> create_mailbox(const MailboxSpec& spec);
+  absl::Status remove(std::string_view mailbox);
+  absl::StatusOr<std::vector<MailboxInfo>> list_public();
+  absl::StatusOr<MailboxInfo> mailbox(std::string_view mailbox);
+
+  // Stores, then pushes (M-KIND-2); the message's sequence number.
+  absl::StatusOr<uint64_t> publish(std::string_view mailbox, Priority priority, std::string body);
+  // M-RECV-5: the message never replays again. False when there is no such message.
+  absl::StatusOr<bool> erase(std::string_view mailbox, uint64_t seq);
+
+  // Returns once registered; the replay runs on the subscription's strand.
+  absl::StatusOr<RetainedSubscription> subscribe(
+      std::string_view mailbox, std::function<void(const RetainedMessage&)> handler,
+      RetainedSubscribeOptions options = {});
+
+  // `snapshot` receives the current public listing, then `on_event` every later change.
+  absl::StatusOr<ListingWatch> watch_public(std::vector<MailboxInfo>* snapshot,
+                                            std::function<void(const MailboxEvent&)> on_event);
+
+  // Removes every mailbox whose TTL has ended now and tells its subscribers (the timers call it).
+  absl::Status sweep();
+
+  // Waits until every strand is idle (tests).
+  bool wait_idle(absl::Duration timeout);
+
+ private:
+  explicit RetainedMailboxes(std::shared_ptr<retained_internal::Core> core);
+  std::shared_ptr<retained_internal::Core> core_;
+};
+
+}  // namespace postal::mail

@@ -1,0 +1,138 @@
+// The mem provider's retained mailboxes (kRetained, M-KIND-2): when MemOptions::retained is set,
+// an address that names a created retained mailbox is served by RetainedMailboxes — posts are
+// stored (priority from the `priority` header) and subscriptions replay then continue live —
+// while every other address stays a queue mailbox (M-KIND-1).
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "mem_state.h"
+#include "postal/mail/mail_errors.h"
+#include "postal/mail/mem_provider.h"
+#include "postal/mail/post_messages.h"
+#include "postal/mail/system_headers.h"
+#include "postal/runtime/logger.h"
+#include "postal/wire/absl_compat.h"
+#include "postal/wire/codec.h"
+
+namespace postal::mail {
+namespace {
+
+// The store's name for an address: its canonical form without `scheme://` (`user@host/path`).
+std::string store_name(const MailAddress& address) {
+  const std::string& canonical = address.canonical();
+  return canonical.substr(canonical.find("://") + 3);
+}
+
+class RetainedControl final : public SubscriptionControl {
+ public:
+  explicit RetainedControl(RetainedSubscription sub) : sub_(std::move(sub)) {}
+  void unsubscribe() override {
+    sub_.unsubscribe();
+    active_ = false;
+  }
+  bool active() const override { return active_; }
+
+ private:
+  RetainedSubscription sub_;
+  std::atomic<bool> active_{true};
+};
+
+}  // namespace
+
+std::optional<std::string> MemProvider::retained_name(const MailAddress& address) const {
+  if (options_.retained == nullptr) return std::nullopt;
+  std::string name = store_name(address);
+  if (!options_.retained->mailbox(name).ok()) return std::nullopt;
+  return name;
+}
+
+absl::Status MemProvider::check_running(std::string_view verb, const MailAddress& address) const {
+  absl::MutexLock lock(&core_->bus->mu);
+  if (core_->running) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      sv(verb), " ", address.canonical(), ": the mem provider is stopped; start() it first"));
+}
+
+absl::StatusOr<PostReceipt> MemProvider::post_retained(const std::string& name,
+                                                       const MailAddress& to, Letter letter) {
+  if (absl::Status s = check_running("post", to); !s.ok()) return s;
+  const std::string priority_text = letter.headers.get(kPriority).value_or("normal");
+  const std::optional<Priority> priority = parse_priority(priority_text);
+  if (!priority.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "post ", to.canonical(), ": priority '", priority_text,
+        "' is not one of critical, urgent, normal; set the `priority` header to one of them"));
+  }
+  Letter stamped = mem_internal::stamp_for_send(std::move(letter), to, core_->bus->clock->now());
+  absl::StatusOr<WireLetter> wire_letter = WireLetter::of(stamped);
+  if (!wire_letter.ok()) return wire_letter.status();
+  absl::StatusOr<std::string> bytes = wire::encode(*wire_letter, "a retained letter");
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<uint64_t> seq = options_.retained->publish(name, *priority, *std::move(bytes));
+  if (!seq.ok()) return seq.status();
+  return PostReceipt{.address = to.canonical(),
+                     .message_id = stamped.id,
+                     .send_id = stamped.headers.get(kSendId).value_or(""),
+                     .path = PostPath::kQueued,  // stored; pushed to live subscriptions too
+                     .deliveries = 0};
+}
+
+absl::StatusOr<Subscription> MemProvider::subscribe_retained(const std::string& name,
+                                                             const MailAddress& address,
+                                                             MailHandler handler) {
+  if (absl::Status s = check_running("subscribe", address); !s.ok()) return s;
+  auto shared = std::make_shared<MailHandler>(std::move(handler));
+  absl::StatusOr<RetainedSubscription> sub = options_.retained->subscribe(
+      name, [shared, to = address.canonical()](const RetainedMessage& m) {
+        absl::StatusOr<WireLetter> wire_letter =
+            wire::decode<WireLetter>(m.body, "a retained letter");
+        if (!wire_letter.ok()) {
+          runtime::Logger::mail().warn(
+              absl::StrCat("retained mailbox ", to, ": message ", m.seq,
+                           " cannot be read: ", wire_letter.status().ToString()));
+          return;
+        }
+        Letter letter = wire_letter->to_letter();
+        letter.headers.set(kRetainedSeq, m.seq);
+        // Retained: the store keeps the message whatever the handler says; erase settles it.
+        (void)(*shared)(letter);
+      });
+  if (!sub.ok()) return sub.status();
+  return Subscription(mint_send_id(), address.canonical(),
+                      std::make_unique<RetainedControl>(*std::move(sub)));
+}
+
+absl::StatusOr<CreateResult> MemProvider::create_mailbox(const MailAddress& address,
+                                                         const MailboxSpec& spec) {
+  if (options_.retained == nullptr) return MailProvider::create_mailbox(address, spec);
+  if (!spec.is_public) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "create_mailbox ", address.canonical(),
+        ": a mailbox created by address is public (its address is its name); create private "
+        "mailboxes with RetainedMailboxes::create_mailbox"));
+  }
+  MailboxSpec named = spec;
+  named.name = store_name(address);
+  return options_.retained->create_mailbox(named);
+}
+
+absl::Status MemProvider::delete_mailbox(const MailAddress& address) {
+  if (options_.retained == nullptr) return MailProvider::delete_mailbox(address);
+  return options_.retained->remove(store_name(address));
+}
+
+absl::StatusOr<std::vector<std::string>> MemProvider::list_public() {
+  if (options_.retained == nullptr) return MailProvider::list_public();
+  absl::StatusOr<std::vector<MailboxInfo>> listed = options_.retained->list_public();
+  if (!listed.ok()) return listed.status();
+  std::vector<std::string> out;
+  for (const MailboxInfo& m : *listed) out.push_back(absl::StrCat(sv(kScheme), "://", m.id));
+  return out;
+}
+
+absl::StatusOr<bool> MemProvider::erase(const MailAddress& address, uint64_t seq) {
+  if (options_.retained == nullptr) return MailProvider::erase(address, seq);
+  return options_.retained->erase(store_name(address), seq);
+}
+
+}  // namespace postal::mail

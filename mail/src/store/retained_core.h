@@ -1,0 +1,103 @@
+// retained_core.h — the shared state behind RetainedMailboxes and its handles (internal).
+//
+// Lock order: Core::mu, then MailStore's own locks, then Sub::mu. Strand tasks never take
+// Core::mu, so a handler may publish, erase or subscribe.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "../mem/delivery_executor.h"
+#include "absl/synchronization/mutex.h"
+#include "postal/mail/retained_mailboxes.h"
+
+namespace postal::mail::retained_internal {
+
+using mem_internal::DeliveryExecutor;
+
+// One subscription or listing watch.
+struct Sub {
+  std::string mailbox;
+  std::string group;  // key in Core::groups[mailbox]
+  uint64_t max_message_bytes = 0;
+  std::function<void(const RetainedMessage&)> handler;
+  std::function<void(const absl::Status&)> on_end;
+  std::function<void(const MailboxEvent&)> on_event;  // listing watches
+  std::shared_ptr<DeliveryExecutor::Strand> strand;
+
+  // Touched only by tasks on the strand.
+  uint64_t replay_through = 0;            // 0: this subscription does not replay
+  std::unordered_set<uint64_t> replayed;  // seqs ≤ replay_through the replay delivered
+
+  absl::Mutex mu;
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  bool running ABSL_GUARDED_BY(mu) = false;
+  std::thread::id runner ABSL_GUARDED_BY(mu);
+  std::atomic<uint64_t> delivered{0};
+
+  // Marks it closed and waits for a running task of it, unless called from inside that task.
+  void close();
+};
+
+// Subscriptions of one mailbox sharing a queue group (or a subscription alone).
+struct Group {
+  std::vector<std::shared_ptr<Sub>> members;
+  size_t next = 0;
+  uint64_t replay_through = 0;  // live messages up to here go to the replaying member
+  std::weak_ptr<Sub> replayer;
+};
+
+struct Core {
+  explicit Core(RetainedOptions o);
+
+  // Runs `task` on `sub`'s strand unless `sub` is closed by then; then `skipped` runs instead.
+  void post(const std::shared_ptr<Sub>& sub, std::function<void(Sub&)> task,
+            std::function<void()> skipped = nullptr);
+  // Routes a stored message to one member of each group of its mailbox. Needs mu.
+  void route_locked(const RetainedMessage& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Routes it to one member of one group: the replaying member up to the group's snapshot,
+  // else the next in turn. A member that left before delivering it hands it back here, so a
+  // queue group loses nothing to a member leaving (M-RECV-4). Needs mu.
+  void route_to_group_locked(const RetainedMessage& message, const std::string& key, Group& group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Ends every subscription of `mailbox` with `why`. Needs mu.
+  void end_locked(const std::string& mailbox, const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void notify_locked(const MailboxEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void arm_expiry_locked(const MailboxInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void remove_sub(const std::shared_ptr<Sub>& sub);
+
+  const RetainedOptions options;
+  const std::shared_ptr<MailStore> store;
+  const std::shared_ptr<Clock> clock;
+  std::weak_ptr<Core> self;
+  DeliveryExecutor executor;
+
+  absl::Mutex mu;
+  std::map<std::string, std::map<std::string, Group>, std::less<>> groups ABSL_GUARDED_BY(mu);
+  std::vector<std::shared_ptr<Sub>> watchers ABSL_GUARDED_BY(mu);
+  std::map<std::string, Clock::TimerId, std::less<>> expiry_timers ABSL_GUARDED_BY(mu);
+  Clock::TimerId sweep_timer ABSL_GUARDED_BY(mu) = 0;
+  uint64_t solo_count ABSL_GUARDED_BY(mu) = 0;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+
+  absl::Mutex idle_mu;
+  int64_t pending ABSL_GUARDED_BY(idle_mu) = 0;
+};
+
+// Removes every mailbox whose TTL ended and ends its subscriptions (M-BOX-3).
+absl::Status sweep_expired(Core& core);
+// Schedules the periodic sweep.
+void arm_sweep(const std::shared_ptr<Core>& core);
+
+// The strand tasks.
+void replay(Sub& sub, MailStore& store);
+void deliver(Sub& sub, const RetainedMessage& message);
+
+}  // namespace postal::mail::retained_internal

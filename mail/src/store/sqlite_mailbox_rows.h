@@ -1,0 +1,39 @@
+// sqlite_mailbox_rows.h — the SQL of the `mailbox` and `message` tables, one function per
+// statement, used by SqliteMailStore on whichever connection the caller owns.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "postal/mail/mail_store.h"
+#include "sqlite_db.h"
+
+namespace postal::mail::store {
+
+absl::StatusOr<std::optional<MailboxInfo>> select_mailbox(Db& db, std::string_view id);
+absl::Status insert_mailbox(Db& db, const MailboxInfo& info);
+// Deletes the mailbox and every message of it.
+absl::Status delete_mailbox(Db& db, std::string_view id);
+// Mailboxes whose TTL has not ended at `now`.
+absl::StatusOr<uint64_t> count_live_mailboxes(Db& db, absl::Time now);
+// Every mailbox (expired ones included), or only the live public ones, sorted by id.
+absl::StatusOr<std::vector<MailboxInfo>> select_mailboxes(Db& db, bool live_public_only,
+                                                          absl::Time now);
+// Mailboxes whose TTL ended by `now`.
+absl::StatusOr<std::vector<MailboxInfo>> select_expired(Db& db, absl::Time now);
+
+absl::StatusOr<uint64_t> count_messages(Db& db, std::string_view mailbox);
+absl::StatusOr<std::vector<StoredMessage>> select_lane(Db& db, std::string_view mailbox,
+                                                       const LaneRange& range);
+// The highest sequence number ever handed out, from the messages and the persisted mark.
+absl::StatusOr<uint64_t> select_high_water(Db& db);
+
+// Milliseconds since the epoch, the store's time unit.
+inline int64_t to_ms(absl::Time t) { return absl::ToUnixMillis(t); }
+
+}  // namespace postal::mail::store

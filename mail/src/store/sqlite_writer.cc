@@ -1,0 +1,146 @@
+#include "sqlite_writer.h"
+
+#include <sqlite3.h>
+
+#include "postal/runtime/logger.h"
+
+namespace postal::mail::store {
+
+absl::Status SqliteWriter::Ticket::wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&done_));
+  return status_;
+}
+
+void SqliteWriter::Ticket::complete(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  status_ = std::move(status);
+  done_ = true;
+}
+
+SqliteWriter::SqliteWriter(std::unique_ptr<Db> db, std::unique_ptr<Db> checkpointer,
+                           const std::atomic<uint64_t>* high_water, int checkpoint_pages)
+    : db_(std::move(db)),
+      checkpointer_(std::move(checkpointer)),
+      high_water_(high_water),
+      checkpoint_pages_(checkpoint_pages) {
+  // Replaces SQLite's own auto-checkpoint, which would run on the commit path.
+  sqlite3_wal_hook(db_->handle(), &SqliteWriter::on_wal_commit, this);
+  writer_ = std::thread([this] { write_loop(); });
+  checkpoint_thread_ = std::thread([this] { checkpoint_loop(); });
+}
+
+SqliteWriter::~SqliteWriter() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  writer_.join();
+  checkpoint_thread_.join();
+  sqlite3_wal_hook(db_->handle(), nullptr, nullptr);
+}
+
+std::shared_ptr<SqliteWriter::Ticket> SqliteWriter::enqueue(Job job) {
+  std::shared_ptr<Ticket> ticket = job.ticket;
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(job));
+  return ticket;
+}
+
+std::shared_ptr<SqliteWriter::Ticket> SqliteWriter::submit(Append append) {
+  return enqueue(Job{.work = std::move(append), .ticket = std::make_shared<Ticket>()});
+}
+
+absl::Status SqliteWriter::run(absl::AnyInvocable<absl::Status(Db&) &&> txn) {
+  return enqueue(Job{.work = std::move(txn), .ticket = std::make_shared<Ticket>()})->wait();
+}
+
+void SqliteWriter::write_loop() {
+  while (true) {
+    std::deque<Job> jobs;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](SqliteWriter* w)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return w->stopping_ || !w->queue_.empty(); },
+          this));
+      if (queue_.empty()) return;  // stopping, and everything queued was written
+      jobs.swap(queue_);
+    }
+    // Runs of consecutive appends commit together; other writes keep their place in the order.
+    size_t i = 0;
+    while (i < jobs.size()) {
+      if (std::holds_alternative<Append>(jobs[i].work)) {
+        size_t end = i;
+        while (end < jobs.size() && std::holds_alternative<Append>(jobs[end].work)) ++end;
+        commit_appends(jobs, i, end);
+        i = end;
+      } else {
+        auto& txn = std::get<1>(jobs[i].work);
+        jobs[i].ticket->complete(std::move(txn)(*db_));
+        ++i;
+      }
+    }
+  }
+}
+
+absl::Status SqliteWriter::insert_appends(std::deque<Job>& jobs, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    const Append& a = std::get<Append>(jobs[i].work);
+    absl::StatusOr<Stmt*> insert = db_->prepare(
+        "INSERT INTO message (seq, mailbox, priority, stored_ms, body) VALUES (?, ?, ?, ?, ?)");
+    if (!insert.ok()) return insert.status();
+    absl::Status s = (*insert)
+                         ->bind(1, static_cast<int64_t>(a.seq))
+                         .bind_text(2, a.mailbox)
+                         .bind(3, static_cast<int64_t>(a.priority))
+                         .bind(4, a.stored_ms)
+                         .bind_blob(5, a.body)
+                         .run();
+    if (!s.ok()) return s;
+  }
+  absl::StatusOr<Stmt*> mark =
+      db_->prepare("UPDATE meta SET value = max(value, ?) WHERE key = 'next_seq'");
+  if (!mark.ok()) return mark.status();
+  return (*mark)->bind(1, static_cast<int64_t>(high_water_->load() + 1)).run();
+}
+
+void SqliteWriter::commit_appends(std::deque<Job>& jobs, size_t begin, size_t end) {
+  const absl::Status s =
+      in_transaction(*db_, "BEGIN", [&] { return insert_appends(jobs, begin, end); });
+  if (s.ok()) commits_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = begin; i < end; ++i) jobs[i].ticket->complete(s);
+}
+
+int SqliteWriter::on_wal_commit(void* self, struct sqlite3*, const char*, int pages) {
+  auto* w = static_cast<SqliteWriter*>(self);
+  if (pages >= w->checkpoint_pages_) {
+    absl::MutexLock lock(&w->mu_);
+    w->checkpoint_wanted_ = true;
+  }
+  return SQLITE_OK;
+}
+
+void SqliteWriter::checkpoint_loop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](SqliteWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+            return w->stopping_ || w->checkpoint_wanted_;
+          },
+          this));
+      if (stopping_) return;
+      checkpoint_wanted_ = false;
+    }
+    int log = 0;
+    int done = 0;
+    const int rc = sqlite3_wal_checkpoint_v2(checkpointer_->handle(), nullptr,
+                                             SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+      runtime::Logger::mail().warn(checkpointer_->error(rc, "passive checkpoint").ToString());
+    }
+  }
+}
+
+}  // namespace postal::mail::store

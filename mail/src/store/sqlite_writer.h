@@ -1,0 +1,96 @@
+// sqlite_writer.h — `SqliteWriter`: the one thread that writes a SQLite store, group-committing.
+//
+// Appends are queued; the writer thread drains every append waiting when it wakes into one
+// transaction, commits it (at the connection's `synchronous` level: with `disk` the WAL is
+// fsynced by the commit) and only then completes each append's `Ticket`. Other writes
+// (`run`) execute on the same thread, in queue order, each as its own transaction, so the store
+// has exactly one writing connection in this process and nothing contends for it here.
+//
+// After a commit the WAL hook counts the WAL's pages; past `checkpoint_pages` the checkpointer
+// thread runs a passive checkpoint on a connection of its own, off the commit path.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <variant>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "postal/mail/priority.h"
+#include "sqlite_db.h"
+
+namespace postal::mail::store {
+
+class SqliteWriter {
+ public:
+  struct Append {
+    std::string mailbox;
+    Priority priority;
+    uint64_t seq;
+    int64_t stored_ms;
+    std::string body;
+  };
+
+  // Completed once the append's transaction committed (or failed).
+  class Ticket {
+   public:
+    absl::Status wait();
+
+   private:
+    friend class SqliteWriter;
+    void complete(absl::Status status);
+    absl::Mutex mu_;
+    bool done_ ABSL_GUARDED_BY(mu_) = false;
+    absl::Status status_ ABSL_GUARDED_BY(mu_);
+  };
+
+  // `db` is the writer connection; `checkpointer` a second connection to the same file.
+  // `high_water` is the store's highest sequence number, persisted with every commit.
+  SqliteWriter(std::unique_ptr<Db> db, std::unique_ptr<Db> checkpointer,
+               const std::atomic<uint64_t>* high_water, int checkpoint_pages);
+  // Completes what is queued, then stops both threads.
+  ~SqliteWriter();
+  SqliteWriter(const SqliteWriter&) = delete;
+  SqliteWriter& operator=(const SqliteWriter&) = delete;
+
+  std::shared_ptr<Ticket> submit(Append append);
+  // Runs `txn` on the writer thread and waits for its status. `txn` opens its own transaction.
+  absl::Status run(absl::AnyInvocable<absl::Status(Db&) &&> txn);
+
+  // Commits so far (tests and benchmarks read it to see group commit at work).
+  uint64_t commits() const { return commits_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Job {
+    std::variant<Append, absl::AnyInvocable<absl::Status(Db&) &&>> work;
+    std::shared_ptr<Ticket> ticket;
+  };
+  std::shared_ptr<Ticket> enqueue(Job job);
+  void write_loop();
+  void checkpoint_loop();
+  // Commits `jobs[begin, end)` (all appends) in one transaction; completes their tickets.
+  void commit_appends(std::deque<Job>& jobs, size_t begin, size_t end);
+  absl::Status insert_appends(std::deque<Job>& jobs, size_t begin, size_t end);
+  static int on_wal_commit(void* self, struct sqlite3* db, const char* name, int pages);
+
+  std::unique_ptr<Db> db_;
+  std::unique_ptr<Db> checkpointer_;
+  const std::atomic<uint64_t>* high_water_;
+  const int checkpoint_pages_;
+  std::atomic<uint64_t> commits_{0};
+
+  absl::Mutex mu_;
+  std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool checkpoint_wanted_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread writer_;
+  std::thread checkpoint_thread_;
+};
+
+}  // namespace postal::mail::store

@@ -1,0 +1,290 @@
+// RetainedMailboxes over every store: store-then-push, replay then live (M-KIND-2), priorities
+// (M-PRIO-1), expiry (M-BOX-3), the public listing (M-BOX-4), queue groups (M-RECV-4) and
+// deleting a retained message (M-RECV-5).
+#include "postal/mail/retained_mailboxes.h"
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "mail_store_suite.h"
+#include "postal/mail/mail_errors.h"
+
+namespace postal::mail::testing {
+namespace {
+
+constexpr absl::Duration kDeadline = absl::Seconds(30);
+
+// Collects what a subscription receives; waits for it with a deadline.
+class Inbox {
+ public:
+  std::function<void(const RetainedMessage&)> handler() {
+    return [this](const RetainedMessage& m) {
+      absl::MutexLock lock(&mu_);
+      messages_.push_back(m);
+    };
+  }
+  bool wait_for(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return messages_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), kDeadline);
+  }
+  std::vector<std::string> bodies() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const RetainedMessage& m : messages_) out.push_back(m.body);
+    return out;
+  }
+  std::vector<uint64_t> seqs() {
+    absl::MutexLock lock(&mu_);
+    std::vector<uint64_t> out;
+    for (const RetainedMessage& m : messages_) out.push_back(m.seq);
+    return out;
+  }
+  size_t size() {
+    absl::MutexLock lock(&mu_);
+    return messages_.size();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<RetainedMessage> messages_ ABSL_GUARDED_BY(mu_);
+};
+
+class RetainedTest : public MailStoreTest {
+ protected:
+  void SetUp() override {
+    MailStoreTest::SetUp();
+    shared_ = std::shared_ptr<MailStore>(std::move(store_));
+    absl::StatusOr<std::unique_ptr<RetainedMailboxes>> r = RetainedMailboxes::create(
+        {.store = shared_, .clock = clock_, .sweep_interval = absl::ZeroDuration()});
+    ASSERT_TRUE(r.ok()) << r.status();
+    mail_ = *std::move(r);
+  }
+  void TearDown() override {
+    mail_.reset();
+    shared_.reset();
+    MailStoreTest::TearDown();
+  }
+  void create(const std::string& name, MailboxSpec spec = {}) {
+    spec.name = name;
+    ASSERT_TRUE(mail_->create_mailbox(spec).ok());
+  }
+  uint64_t publish(const std::string& box, Priority p, const std::string& body) {
+    absl::StatusOr<uint64_t> seq = mail_->publish(box, p, body);
+    EXPECT_TRUE(seq.ok()) << seq.status();
+    return seq.ok() ? *seq : 0;
+  }
+  RetainedSubscription subscribe(const std::string& box, Inbox& inbox,
+                                 RetainedSubscribeOptions options = {}) {
+    absl::StatusOr<RetainedSubscription> s = mail_->subscribe(box, inbox.handler(), options);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *std::move(s) : RetainedSubscription{};
+  }
+
+  std::shared_ptr<MailStore> shared_;
+  std::unique_ptr<RetainedMailboxes> mail_;
+};
+
+TEST_P(RetainedTest, M_KIND_2_ASubscriptionReplaysInPriorityOrderThenContinuesLive) {
+  create("agent.inbox");
+  publish("agent.inbox", Priority::kNormal, "n1");
+  publish("agent.inbox", Priority::kUrgent, "u1");
+  publish("agent.inbox", Priority::kCritical, "c1");
+  publish("agent.inbox", Priority::kNormal, "n2");
+  Inbox inbox;
+  RetainedSubscription sub = subscribe("agent.inbox", inbox);
+  ASSERT_TRUE(inbox.wait_for(4));
+  publish("agent.inbox", Priority::kNormal, "live");
+  ASSERT_TRUE(inbox.wait_for(5));
+  EXPECT_EQ(inbox.bodies(), (std::vector<std::string>{"c1", "u1", "n1", "n2", "live"}));
+  // Store, then push: the live message is retained too.
+  EXPECT_EQ(*shared_->count("agent.inbox"), 5u);
+}
+
+TEST_P(RetainedTest, M_KIND_2_EverySubscriptionReplaysTheWholeMailbox) {
+  create("board");
+  publish("board", Priority::kUrgent, "a");
+  publish("board", Priority::kUrgent, "b");
+  Inbox first;
+  Inbox second;
+  RetainedSubscription s1 = subscribe("board", first);
+  ASSERT_TRUE(first.wait_for(2));
+  s1.unsubscribe();
+  RetainedSubscription s2 = subscribe("board", second);
+  ASSERT_TRUE(second.wait_for(2));
+  EXPECT_EQ(second.bodies(), (std::vector<std::string>{"a", "b"})) << "no consumer position";
+}
+
+TEST_P(RetainedTest, M_KIND_2_ConcurrentPublishesDuringReplaysAreNeitherLostNorDoubled) {
+  create("busy");
+  for (int i = 0; i < 300; ++i) {
+    publish("busy", i % 3 == 0 ? Priority::kCritical : Priority::kNormal, absl::StrCat("pre", i));
+  }
+  constexpr int kPublishers = 4;
+  constexpr int kEach = 150;
+  std::atomic<bool> go{false};
+  std::vector<std::thread> publishers;
+  for (int t = 0; t < kPublishers; ++t) {
+    publishers.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < kEach; ++i) {
+        const Priority p = i % 2 == 0 ? Priority::kUrgent : Priority::kNormal;
+        ASSERT_TRUE(mail_->publish("busy", p, absl::StrCat(t, ":", i)).ok());
+      }
+    });
+  }
+  // Subscriptions start while the publishers run, each replaying a different backlog.
+  std::vector<std::unique_ptr<Inbox>> inboxes;
+  std::vector<RetainedSubscription> subs;
+  go = true;
+  for (int s = 0; s < 6; ++s) {
+    inboxes.push_back(std::make_unique<Inbox>());
+    subs.push_back(subscribe("busy", *inboxes.back()));
+    std::this_thread::yield();
+  }
+  for (std::thread& t : publishers) t.join();
+  const size_t total = 300 + kPublishers * kEach;
+  absl::StatusOr<std::vector<StoredMessage>> stored = shared_->read_all("busy");
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), total);
+  std::set<uint64_t> all;
+  for (const StoredMessage& m : *stored) all.insert(m.seq);
+  for (size_t s = 0; s < inboxes.size(); ++s) {
+    ASSERT_TRUE(inboxes[s]->wait_for(total))
+        << "subscription " << s << " got " << inboxes[s]->size();
+    ASSERT_TRUE(mail_->wait_idle(kDeadline));
+    const std::vector<uint64_t> got = inboxes[s]->seqs();
+    EXPECT_EQ(got.size(), total) << "subscription " << s << ": a message was doubled";
+    EXPECT_EQ(std::set<uint64_t>(got.begin(), got.end()), all)
+        << "subscription " << s << ": a message was lost";
+  }
+}
+
+TEST_P(RetainedTest, M_RECV_5_AnErasedMessageNeverReplaysAgain) {
+  create("tasks");
+  const uint64_t done = publish("tasks", Priority::kUrgent, "done");
+  publish("tasks", Priority::kUrgent, "open");
+  ASSERT_TRUE(*mail_->erase("tasks", done));
+  Inbox inbox;
+  RetainedSubscription sub = subscribe("tasks", inbox);
+  ASSERT_TRUE(inbox.wait_for(1));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  EXPECT_EQ(inbox.bodies(), std::vector<std::string>{"open"});
+}
+
+TEST_P(RetainedTest, M_BOX_3_ExpiryRemovesTheMailboxAndTellsItsSubscribers) {
+  create("short-lived", {.ttl = absl::Seconds(10)});
+  publish("short-lived", Priority::kCritical, "m");
+  absl::Mutex mu;
+  std::vector<absl::Status> ends;
+  Inbox inbox;
+  RetainedSubscription sub = subscribe("short-lived", inbox, {.on_end = [&](const absl::Status& s) {
+                                         absl::MutexLock lock(&mu);
+                                         ends.push_back(s);
+                                       }});
+  ASSERT_TRUE(inbox.wait_for(1));
+  clock_->advance(absl::Seconds(10));  // the expiry timer fires here
+  {
+    absl::MutexLock lock(&mu);
+    auto told = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return !ends.empty(); };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&told), kDeadline));
+    EXPECT_TRUE(IsMailboxNotFound(ends.front())) << ends.front();
+  }
+  EXPECT_TRUE(IsMailboxNotFound(mail_->publish("short-lived", Priority::kUrgent, "x").status()));
+  EXPECT_TRUE(IsMailboxNotFound(shared_->count("short-lived").status()));
+  EXPECT_TRUE(
+      IsMailboxNotFound(mail_->subscribe("short-lived", [](const RetainedMessage&) {}).status()));
+}
+
+TEST_P(RetainedTest, M_BOX_4_WatchPublicGivesTheSnapshotThenLiveEventsNeverPrivateOnes) {
+  create("before");
+  std::vector<MailboxInfo> snapshot;
+  absl::Mutex mu;
+  std::vector<std::pair<MailboxEventKind, std::string>> events;
+  absl::StatusOr<ListingWatch> watch = mail_->watch_public(&snapshot, [&](const MailboxEvent& e) {
+    absl::MutexLock lock(&mu);
+    events.emplace_back(e.kind, e.mailbox.id);
+  });
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  ASSERT_EQ(snapshot.size(), 1u);
+  EXPECT_EQ(snapshot.front().id, "before");
+  create("after", {.ttl = absl::Seconds(5)});
+  create("after", {.ttl = absl::Seconds(5)});  // existing: no second event
+  ASSERT_TRUE(mail_->create_mailbox({.is_public = false}).ok());
+  create("doomed");
+  ASSERT_TRUE(mail_->remove("doomed").ok());
+  clock_->advance(absl::Seconds(5));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(events, (std::vector<std::pair<MailboxEventKind, std::string>>{
+                        {MailboxEventKind::kCreated, "after"},
+                        {MailboxEventKind::kCreated, "doomed"},
+                        {MailboxEventKind::kRemoved, "doomed"},
+                        {MailboxEventKind::kExpired, "after"}}));
+}
+
+TEST_P(RetainedTest, M_RECV_4_QueueGroupMembersCompeteEachMessageToExactlyOne) {
+  create("jobs");
+  std::vector<std::unique_ptr<Inbox>> workers;
+  std::vector<RetainedSubscription> subs;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(std::make_unique<Inbox>());
+    subs.push_back(subscribe("jobs", *workers.back(), {.queue_group = "workers"}));
+  }
+  Inbox watcher;  // not in the group: gets everything
+  RetainedSubscription all = subscribe("jobs", watcher);
+  std::set<uint64_t> published;
+  for (int i = 0; i < 90; ++i) published.insert(publish("jobs", Priority::kUrgent, "j"));
+  subs[1].unsubscribe();  // a member leaves; a new one joins
+  workers.push_back(std::make_unique<Inbox>());
+  subs.push_back(subscribe("jobs", *workers.back(), {.queue_group = "workers"}));
+  for (int i = 0; i < 90; ++i) published.insert(publish("jobs", Priority::kNormal, "j"));
+  ASSERT_TRUE(watcher.wait_for(180));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  std::multiset<uint64_t> got;
+  for (auto& w : workers) {
+    for (uint64_t seq : w->seqs()) got.insert(seq);
+  }
+  EXPECT_EQ(got.size(), published.size()) << "every message to exactly one member";
+  EXPECT_EQ(std::set<uint64_t>(got.begin(), got.end()), published);
+  EXPECT_GT(workers[3]->size(), 0u) << "the member that joined late gets work";
+}
+
+TEST_P(RetainedTest, M_RECV_4_AGroupReplaysTheBacklogOncePerLifetime) {
+  create("backlog");
+  for (int i = 0; i < 5; ++i) publish("backlog", Priority::kUrgent, absl::StrCat(i));
+  Inbox a;
+  Inbox b;
+  RetainedSubscription sa = subscribe("backlog", a, {.queue_group = "g"});
+  ASSERT_TRUE(a.wait_for(5));
+  RetainedSubscription sb = subscribe("backlog", b, {.queue_group = "g"});
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  EXPECT_EQ(b.size(), 0u) << "a member joining a live group does not replay";
+  sa.unsubscribe();
+  sb.unsubscribe();
+  Inbox c;  // the group formed again: what is still stored comes back
+  RetainedSubscription sc = subscribe("backlog", c, {.queue_group = "g"});
+  ASSERT_TRUE(c.wait_for(5));
+}
+
+TEST_P(RetainedTest, M_BOX_6_PublishPastABoundStoresAndPushesNothing) {
+  create("tight", {.max_message_bytes = 3});
+  Inbox inbox;
+  RetainedSubscription sub = subscribe("tight", inbox);
+  EXPECT_TRUE(IsBudgetExhausted(mail_->publish("tight", Priority::kUrgent, "four").status()));
+  publish("tight", Priority::kUrgent, "abc");
+  ASSERT_TRUE(inbox.wait_for(1));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  EXPECT_EQ(inbox.bodies(), std::vector<std::string>{"abc"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, RetainedTest,
+                         ::testing::Values(MemStore(), SqliteStore(Durability::kOs)), StoreName);
+
+}  // namespace
+}  // namespace postal::mail::testing
