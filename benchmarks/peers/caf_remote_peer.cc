@@ -14,6 +14,7 @@
 //
 // `--threads` is CAF's scheduler.max-threads on both sides (postal bench passes its proc worker
 // count). Prints one JSON line (peer_common.h).
+#include <algorithm>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -38,7 +39,14 @@ using pong_atom = caf::atom_constant<caf::atom("pong")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 
-constexpr uint64_t kAckEvery = 256;  // as postal's Echo
+// As postal's Echo and Driver (routing/workload.h): an ack every 256 payloads or 4 MiB of them,
+// at most 32 MiB of payload unacknowledged.
+constexpr uint64_t kAckEvery = 256;
+constexpr uint64_t kAckEveryBytes = 4 << 20;
+constexpr uint64_t kMaxWindowBytes = 32 << 20;
+uint64_t ack_every(uint64_t size) {
+  return std::clamp<uint64_t>(kAckEveryBytes / std::max<uint64_t>(size, 1), 1, kAckEvery);
+}
 constexpr auto kTimeout = std::chrono::seconds(120);
 
 caf::actor_system_config make_config(size_t threads) {
@@ -55,10 +63,10 @@ struct sink_state {
 
 caf::behavior sink(caf::stateful_actor<sink_state>* self) {
   return {
-      [=](stream_atom, uint64_t total, const std::string&) {
+      [=](stream_atom, uint64_t total, const std::string& body) {
         uint64_t& r = self->state.received;
         ++r;
-        if (r % kAckEvery == 0 || r == total) {
+        if (r % ack_every(body.size()) == 0 || r == total) {
           self->send(caf::actor_cast<caf::actor>(self->current_sender()), ack_atom::value, r);
           if (r == total) r = 0;
         }
@@ -162,7 +170,10 @@ int main(int argc, char** argv) {
   const uint64_t messages = postal_peers::flag_u64(flags, "messages", 100000);
   const uint64_t rtt_messages = postal_peers::flag_u64(flags, "rtt-messages", 10000);
   const size_t threads = std::max<uint64_t>(1, postal_peers::flag_u64(flags, "threads", 1));
-  const uint64_t window = std::max(2 * kAckEvery, postal_peers::flag_u64(flags, "window", 1024));
+  const uint64_t asked = postal_peers::flag_u64(flags, "window", 1024);
+  const uint64_t window =
+      std::clamp<uint64_t>(std::min<uint64_t>(asked, kMaxWindowBytes / std::max<uint64_t>(size, 1)),
+                           2 * ack_every(size), std::max<uint64_t>(asked, 2 * ack_every(size)));
   if (messages == 0 || rtt_messages == 0) {
     postal_peers::fail("caf_remote", "--messages and --rtt-messages must be > 0");
   }

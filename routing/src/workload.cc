@@ -28,7 +28,7 @@ class Echo : public actors::Actor, public actors::Handles<Payload> {
     if (p.seq != s.next_seq) ++s.out_of_order;
     s.next_seq = p.seq + 1;
     ++s.received;
-    if (s.received % kAckEvery == 0 || s.received == p.total) {
+    if (s.received % ack_every(p.body.size()) == 0 || s.received == p.total) {
       p.ack_to.send(cx, StreamAck{s.received, s.out_of_order, std::move(s.latency)});
       s.latency.clear();
       s.out_of_order = 0;
@@ -67,7 +67,10 @@ class Driver : public actors::Actor, public actors::Handles<DriveRequest, Payloa
       return absl::OkStatus();
     }
     request_ = std::move(r);
-    request_.window = std::max<uint64_t>(request_.window, 2 * kAckEvery);  // acks must flow
+    const uint64_t per_ack = ack_every(request_.size);
+    request_.window = std::clamp<uint64_t>(  // acks must flow; bytes in flight are bounded
+        std::min<uint64_t>(request_.window, kMaxWindowBytes / std::max<uint64_t>(request_.size, 1)),
+        2 * per_ack, std::max<uint64_t>(request_.window, 2 * per_ack));
     active_ = true;
     result_ = DriveResult{};
     result_.window = request_.window;

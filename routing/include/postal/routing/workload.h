@@ -13,6 +13,7 @@
 // back undeliverable (reported in `failures` and `error`). The echo checks stream order.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -85,8 +86,19 @@ struct DriveRequest {
 
 inline constexpr std::string_view kEchoType = "postal.Echo";
 inline constexpr std::string_view kDriverType = "postal.Driver";
-// Echo acknowledges a stream every this many payloads (and at its last).
+// Echo acknowledges a stream every this many payloads (and at its last)...
 inline constexpr uint64_t kAckEvery = 256;
+// ...or every this many bytes of them, whichever comes first: large payloads are acked sooner.
+inline constexpr uint64_t kAckEveryBytes = 4 << 20;
+// A stream keeps at most this many payload bytes unacknowledged per target (and at least two ack
+// intervals): 4 096 × 64 KiB would be 256 MiB in flight, which measures the allocator, not the
+// path. The report's window cap still says when the window limited a run.
+inline constexpr uint64_t kMaxWindowBytes = 32 << 20;
+
+// How many payloads of `size` bytes Echo acknowledges at a time.
+inline uint64_t ack_every(uint64_t size) {
+  return std::clamp<uint64_t>(kAckEveryBytes / std::max<uint64_t>(size, 1), 1, kAckEvery);
+}
 
 // Registers postal.Echo and postal.Driver (idempotent). Every proc binary calls it at start.
 void register_workload_actors();
