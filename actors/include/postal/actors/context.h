@@ -27,14 +27,20 @@ class Context : public runtime::SendContext {
   virtual void stop(std::string reason = "stopped") = 0;
 
   // Spawns a child named `name` (a label; the child's uid is a fresh instance with that label).
-  // The child stops when this actor stops or fails; its failure reaches `on_child_failed`.
+  // The child stops when this actor stops or fails; its failure reaches `on_child_failed`
+  // (escalate, R-ACT-3).
   template <ActorClass A, class... Args>
   absl::StatusOr<ActorHandle<A>> spawn(std::string_view name, Args&&... args) {
+    return spawn<A>(SpawnOptions{}, name, std::forward<Args>(args)...);
+  }
+  // The same with a supervision strategy (R-SUP-1) or detached (supervision.h).
+  template <ActorClass A, class... Args>
+  absl::StatusOr<ActorHandle<A>> spawn(const SpawnOptions& options, std::string_view name,
+                                       Args&&... args) {
     absl::StatusOr<runtime::Label> label = runtime::Label::parse(name);
     if (!label.ok()) return label.status();
-    absl::StatusOr<std::shared_ptr<ActorControl>> control = internal::spawn_cell(
-        proc(), this, runtime::Uid::random(*label),
-        std::make_unique<A>(std::forward<Args>(args)...), actor_type<A>());
+    absl::StatusOr<std::shared_ptr<ActorControl>> control = internal::spawn_as<A>(
+        proc(), this, runtime::Uid::random(*label), options, std::forward<Args>(args)...);
     if (!control.ok()) return control.status();
     return ActorHandle<A>(*std::move(control));
   }

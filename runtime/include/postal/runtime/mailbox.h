@@ -73,6 +73,9 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   // reference: when the receiver goes away, sends get PortGone.
   uint64_t open_port(uint64_t type_hash, DecodeFn decode, std::weak_ptr<PortSink> sink, bool once);
   void close_port(uint64_t index);
+  // R-SUP-1: closes every ephemeral port allocated so far (an actor's incarnation ended): later
+  // sends to them get PortGone; indices stay used (R-PORT-1).
+  void close_ephemeral_ports();
   PortAddr port_addr(Port port) const;
 
   MailboxState state() const { return state_.load(std::memory_order_acquire); }

@@ -1,0 +1,35 @@
+// RestartBudget: R-SUP-1's "at most N restarts in a window, exponential backoff" (actors
+// internal). Times are the proc's clock, so deterministic tests move them by hand.
+#pragma once
+
+#include <deque>
+#include <optional>
+
+#include "absl/time/time.h"
+#include "postal/actors/supervision.h"
+
+namespace postal::actors::internal {
+
+class RestartBudget {
+ public:
+  explicit RestartBudget(const Supervision& s) : s_(s) {}
+
+  // A failure at `now`: the backoff before the restart, or nullopt when the policy escalates or
+  // the budget is spent (max_restarts already within the window).
+  std::optional<absl::Duration> on_failure(absl::Time now) {
+    if (!s_.restarts()) return std::nullopt;
+    while (!recent_.empty() && now - recent_.front() >= s_.window) recent_.pop_front();
+    if (static_cast<int>(recent_.size()) >= s_.max_restarts) return std::nullopt;
+    recent_.push_back(now);
+    absl::Duration wait = s_.backoff;
+    for (size_t i = 1; i < recent_.size() && wait < s_.max_backoff; ++i) wait *= 2;
+    return std::min(wait, s_.max_backoff);
+  }
+  size_t recent() const { return recent_.size(); }
+
+ private:
+  Supervision s_;
+  std::deque<absl::Time> recent_;
+};
+
+}  // namespace postal::actors::internal
