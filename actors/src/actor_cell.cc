@@ -56,6 +56,7 @@ void ActorCell::stop(std::string reason) {
     reason_ = std::move(reason);
     stop_requested_.store(true, std::memory_order_seq_cst);
   }
+  cancel_timers();  // R-SUP-3: a stopping actor sets no more and receives none
   // R-SUP-1: a stop ends a restart's backoff early (the new incarnation drains, then stops).
   if (backoff_pending_.load(std::memory_order_seq_cst)) {
     proc_.timers().cancel(backoff_timer_.load());
@@ -210,6 +211,7 @@ void ActorCell::run_on_stop(const ActorStatus& status) {
 
 // The cell's last slice ends here: the caller returns without touching the cell.
 void ActorCell::terminate(ActorState final_state, std::string error) {
+  cancel_timers();  // R-SUP-3
   stop_children("parent stopped");
   const bool failed = final_state == ActorState::kFailed;
   ActorStatus status;

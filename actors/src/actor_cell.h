@@ -68,6 +68,7 @@ class ActorCell final : public Context,
   const runtime::MessageEnvelope* envelope() const override { return current_; }
   ActorStatus status() const override;
   void stop(std::string reason) override;
+  bool cancel(TimerHandle timer) override;
 
   // --- ActorControl ---
   const runtime::ActorAddr& addr() const override { return addr_; }
@@ -89,6 +90,9 @@ class ActorCell final : public Context,
   void request_restart(std::string why);
 
  private:
+  TimerHandle start_timer(absl::Duration delay, absl::Duration period,
+                          EnvelopeMaker make) override;
+  void cancel_timers();
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
   void wake();
   void release();
@@ -138,6 +142,8 @@ class ActorCell final : public Context,
   std::atomic<bool> stop_requested_{false};
   std::string reason_ ABSL_GUARDED_BY(mu_);
   std::string restart_reason_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> timers_ ABSL_GUARDED_BY(mu_);  // R-SUP-3, pruned as it doubles
+  size_t timers_prune_at_ ABSL_GUARDED_BY(mu_) = 16;
 };
 
 }  // namespace postal::actors::internal

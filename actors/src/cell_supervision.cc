@@ -56,6 +56,7 @@ bool ActorCell::on_failure(std::string error) {
 bool ActorCell::restart(const std::string& why, absl::Duration backoff, bool failed) {
   // The failed incarnation ends as if it had failed, except that the cell and mailbox live on.
   stop_children("parent restarting");
+  cancel_timers();  // R-SUP-3
   run_on_stop(ActorStatus{ActorState::kFailed, why});
   actor_.reset();
   ++incarnation_;

@@ -1,4 +1,12 @@
-// Context: what a handler can do — send as this actor, spawn children, make requests, stop.
+// Context: what a handler can do — send as this actor, spawn children, make requests, set
+// timers, stop.
+//
+// Timers (R-SUP-3) belong to the actor that set them: `send_after(delay, to, m)` sends `m` to
+// `to` as this actor once `delay` has passed, `send_every(period, to, m)` every `period` (the
+// first after one period); `cancel(handle)` stops one (true when it was still pending). All of an
+// actor's timers are cancelled when it is asked to stop, when it ends, and when it restarts
+// (R-SUP-1). Time is the proc's clock: virtual on a deterministic proc (advance the clock, then
+// step). The message is copied for each firing.
 //
 // A Context is handed to every handler and hook; it is valid during that call. It is a
 // runtime::SendContext, so ports and actor refs send "as" this actor: the envelope's sender is
@@ -13,9 +21,22 @@
 #include "absl/status/statusor.h"
 #include "postal/actors/actor_handle.h"
 #include "postal/actors/actor_type.h"
+#include "postal/runtime/port.h"
 #include "postal/runtime/send_context.h"
 
 namespace postal::actors {
+
+// Names one timer of one actor (R-SUP-3); default: no timer.
+class TimerHandle {
+ public:
+  TimerHandle() = default;
+  explicit TimerHandle(uint64_t id) : id_(id) {}
+  bool valid() const { return id_ != 0; }
+  uint64_t id() const { return id_; }
+
+ private:
+  uint64_t id_ = 0;
+};
 
 class Context : public runtime::SendContext {
  public:
@@ -45,10 +66,38 @@ class Context : public runtime::SendContext {
     return ActorHandle<A>(*std::move(control));
   }
 
+  // R-SUP-3 (see the header comment).
+  template <wire::RegisteredMessage M>
+    requires std::copy_constructible<M>
+  TimerHandle send_after(absl::Duration delay, const runtime::PortRef<M>& to, M message) {
+    return start_timer(delay, absl::ZeroDuration(), timer_envelope(to, std::move(message)));
+  }
+  template <wire::RegisteredMessage M>
+    requires std::copy_constructible<M>
+  TimerHandle send_every(absl::Duration period, const runtime::PortRef<M>& to, M message) {
+    return start_timer(period, period, timer_envelope(to, std::move(message)));
+  }
+  virtual bool cancel(TimerHandle timer) = 0;
+
   // The ActorRef of this actor, typed as A (A must be this actor's class).
   template <ActorClass A>
   ActorRef<A> self() {
     return ActorRef<A>(self_addr(), mailbox());
+  }
+
+ protected:
+  using EnvelopeMaker = std::function<runtime::EnvelopePtr()>;
+  // `period` zero: once. The maker runs on the timer's thread at each firing.
+  virtual TimerHandle start_timer(absl::Duration delay, absl::Duration period,
+                                  EnvelopeMaker make) = 0;
+
+ private:
+  template <class M>
+  EnvelopeMaker timer_envelope(const runtime::PortRef<M>& to, M message) {
+    return [from = self_addr(), dest = to.addr(), ttl = proc().default_ttl(),
+            message = std::move(message)] {
+      return runtime::MessageEnvelope::make(from, dest, wire::Any::make(M(message)), ttl);
+    };
   }
 };
 
