@@ -84,6 +84,10 @@ void add_builtin_ports(ActorType& type) {
         if (!returned) return absl::OkStatus();
         return a.handle_undeliverable(cx, *returned);
       });
+  type.ports.push_back({wire::type_hash<Down>(), &runtime::decode_as<Down>});
+  type.dispatch.emplace_back(wire::type_hash<Down>(), [](Actor& a, Context& cx, wire::Any& any) {
+    return a.on_down(cx, *any.get<Down>());
+  });
   type.ports.push_back({wire::type_hash<SupervisionEvent>(), &runtime::decode_as<SupervisionEvent>});
   type.dispatch.emplace_back(wire::type_hash<SupervisionEvent>(),
                              [](Actor& a, Context& cx, wire::Any& any) {

@@ -164,8 +164,9 @@ bool ActorCell::run_init() {
 bool ActorCell::process(EnvelopePtr env) {
   state_.store(ActorState::kProcessing, std::memory_order_relaxed);
   const uint64_t hash = env->data().type_hash();
-  if (hash == wire::type_hash<SupervisionEvent>() &&
-      !supervise(*env->data().get<SupervisionEvent>())) {
+  if ((hash == wire::type_hash<SupervisionEvent>() &&
+       !supervise(*env->data().get<SupervisionEvent>())) ||
+      (hash == wire::type_hash<Down>() && !accept_down(*env->data().get<Down>()))) {
     state_.store(ActorState::kIdle, std::memory_order_relaxed);
     return true;
   }
@@ -224,6 +225,8 @@ void ActorCell::terminate(ActorState final_state, std::string error) {
     state_.store(final_state, std::memory_order_release);
     status = ActorStatus{final_state, reason_};
   }
+  notify_watchers(status);  // R-SUP-2
+  end_watches();
   run_on_stop(status);
   if (failed) report(SupervisionEvent{self_addr(), status.reason, false, 0});
   actor_.reset();

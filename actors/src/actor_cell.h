@@ -69,6 +69,8 @@ class ActorCell final : public Context,
   ActorStatus status() const override;
   void stop(std::string reason) override;
   bool cancel(TimerHandle timer) override;
+  absl::Status watch(const runtime::ActorAddr& who) override;
+  bool unwatch(const runtime::ActorAddr& who) override;
 
   // --- ActorControl ---
   const runtime::ActorAddr& addr() const override { return addr_; }
@@ -93,6 +95,16 @@ class ActorCell final : public Context,
   TimerHandle start_timer(absl::Duration delay, absl::Duration period,
                           EnvelopeMaker make) override;
   void cancel_timers();
+  // R-SUP-2 (cell_watches.cc). A watcher registers with the watched cell; the cell sends Down
+  // to every watcher when it terminates.
+  // False when this cell has ended: the caller sends Down itself, with `*ended`.
+  bool add_watcher(const runtime::ActorAddr& watcher, ActorStatus* ended);
+  void remove_watcher(const runtime::ActorAddr& watcher);
+  void send_down(const runtime::ActorAddr& to, const Down& down);
+  void notify_watchers(const ActorStatus& status);
+  void end_watches();
+  // A Down about to reach the actor: false when it is not (or no longer) watched.
+  bool accept_down(const Down& down);
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
   void wake();
   void release();
@@ -142,6 +154,8 @@ class ActorCell final : public Context,
   std::atomic<bool> stop_requested_{false};
   std::string reason_ ABSL_GUARDED_BY(mu_);
   std::string restart_reason_ ABSL_GUARDED_BY(mu_);
+  std::vector<runtime::ActorAddr> watchers_ ABSL_GUARDED_BY(mu_);  // R-SUP-2
+  std::vector<runtime::ActorAddr> watching_;                         // R-SUP-2, runner only
   std::vector<uint64_t> timers_ ABSL_GUARDED_BY(mu_);  // R-SUP-3, pruned as it doubles
   size_t timers_prune_at_ ABSL_GUARDED_BY(mu_) = 16;
 };

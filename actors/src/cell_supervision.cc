@@ -57,6 +57,7 @@ bool ActorCell::restart(const std::string& why, absl::Duration backoff, bool fai
   // The failed incarnation ends as if it had failed, except that the cell and mailbox live on.
   stop_children("parent restarting");
   cancel_timers();  // R-SUP-3
+  end_watches();    // R-SUP-2: the new incarnation watches what it chooses to
   run_on_stop(ActorStatus{ActorState::kFailed, why});
   actor_.reset();
   ++incarnation_;

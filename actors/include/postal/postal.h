@@ -5,6 +5,7 @@
 #include "postal/actors/actor_handle.h"
 #include "postal/actors/actor_ref.h"
 #include "postal/actors/context.h"
+#include "postal/actors/down.h"
 #include "postal/actors/supervision.h"
 #include "postal/runtime/client.h"
 #include "postal/runtime/port.h"
@@ -20,6 +21,7 @@ using actors::ActorRef;
 using actors::ActorState;
 using actors::ActorStatus;
 using actors::Context;
+using actors::Down;
 using actors::Handler;
 using actors::Handles;
 using actors::RestartPolicy;

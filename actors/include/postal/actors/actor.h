@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "postal/actors/actor_status.h"
+#include "postal/actors/down.h"
 #include "postal/actors/supervision_event.h"
 #include "postal/runtime/message_envelope.h"
 
@@ -61,6 +62,9 @@ class Actor {
 
   // R-ACT-3: a child failed. The default fails this actor too.
   virtual absl::Status on_child_failed(Context& cx, const SupervisionEvent& event);
+  // R-SUP-2: an actor this one watches stopped or failed (see down.h). The default does nothing.
+  virtual absl::Status on_down(Context&, const Down&) { return absl::OkStatus(); }
+
   // R-SUP-1: a child supervised with a restart policy failed and is being restarted (its
   // strategy decided it; nothing to do). The default does nothing.
   virtual absl::Status on_child_restarted(Context&, const SupervisionEvent&) {

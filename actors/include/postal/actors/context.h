@@ -79,6 +79,11 @@ class Context : public runtime::SendContext {
   }
   virtual bool cancel(TimerHandle timer) = 0;
 
+  // R-SUP-2 (down.h): watch a local actor; exactly one Down reaches `on_down` when it ends.
+  virtual absl::Status watch(const runtime::ActorAddr& who) = 0;
+  // True when `who` was watched; no Down for it arrives afterwards.
+  virtual bool unwatch(const runtime::ActorAddr& who) = 0;
+
   // The ActorRef of this actor, typed as A (A must be this actor's class).
   template <ActorClass A>
   ActorRef<A> self() {

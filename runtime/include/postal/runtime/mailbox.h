@@ -100,6 +100,9 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   void detach_handler_sink();
   // What the handler sink (the actor) reports about itself.
   SinkInfo sink_info() const { return sink_owner_ ? sink_owner_->info() : SinkInfo{}; }
+  // The handler sink, set at construction for the mailbox's life (an actor's cell; null for a
+  // client). The actors layer reaches a local actor's cell through it (R-SUP-2 watches).
+  const std::shared_ptr<PortSink>& handler_sink_owner() const { return sink_owner_; }
 
   void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
 
