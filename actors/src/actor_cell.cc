@@ -105,15 +105,14 @@ void ActorCell::run_slice(size_t budget) {
       restart(why, absl::ZeroDuration(), /*failed=*/false);  // R-SUP-1: all-for-one
       return;
     }
-    MessageEnvelope* raw = queue_.pop();
-    if (raw == nullptr) break;
-    queued_.fetch_sub(1, std::memory_order_relaxed);
-    if (!process(EnvelopePtr(raw))) return;
+    EnvelopePtr env = next_message();
+    if (env == nullptr) break;
+    if (!process(std::move(env))) return;
   }
   // R-ACT-5: finish stopping only when no delivery is between its admission and this queue
   // (checked before the queue: a delivery leaves `admitting` after its push). Otherwise
   // release() makes the cell runnable again and the next slice handles what was admitted.
-  if (stop_requested() && !mailbox_->admitting() && !queue_.maybe_nonempty()) {
+  if (stop_requested() && !mailbox_->admitting() && !queue_.maybe_nonempty() && !has_replay()) {
     terminate(ActorState::kStopped, {});
     return;
   }
@@ -136,7 +135,7 @@ void ActorCell::wake() {
 
 // Ends a slice: runnable again only if work arrived meanwhile.
 void ActorCell::release() {
-  if (queue_.maybe_nonempty()) {
+  if (queue_.maybe_nonempty() || has_replay()) {
     proc_.scheduler().schedule(this);
     return;
   }
@@ -175,9 +174,44 @@ bool ActorCell::process(EnvelopePtr env) {
   absl::Status s = fn == nullptr ? absl::InternalError("no handler for a bound port")
                                  : guarded([&] { return fn(*actor_, *this, env->data()); });
   current_ = nullptr;
+  std::optional<wire::Any> stashed = std::exchange(stash_data_, std::nullopt);
   if (!s.ok()) return on_failure(s.ToString());  // R-ACT-3, R-SUP-1
+  if (stashed) {  // kept, with its envelope, until unstash_all
+    env->data() = *std::move(stashed);
+    stash_.push_back(std::move(env));
+  }
   state_.store(ActorState::kIdle, std::memory_order_relaxed);
   return true;
+}
+
+EnvelopePtr ActorCell::next_message() {
+  if (!replay_.empty()) {
+    EnvelopePtr env = std::move(replay_.front());
+    replay_.pop_front();
+    return env;
+  }
+  MessageEnvelope* raw = queue_.pop();
+  if (raw != nullptr) queued_.fetch_sub(1, std::memory_order_relaxed);
+  return EnvelopePtr(raw);
+}
+
+absl::Status ActorCell::stash_current(uint64_t type_hash, wire::Any message) {
+  if (current_ == nullptr) {
+    return absl::FailedPreconditionError("stash keeps the message being handled; none is");
+  }
+  if (type_hash != current_->data().type_hash()) {
+    return absl::InvalidArgumentError("stash takes the message being handled, of its own type");
+  }
+  if (stash_data_) return absl::FailedPreconditionError("this message is stashed already");
+  stash_data_ = std::move(message);
+  return absl::OkStatus();
+}
+
+void ActorCell::unstash_all() {
+  while (!stash_.empty()) {  // oldest first, ahead of what was unstashed before
+    replay_.push_front(std::move(stash_.back()));
+    stash_.pop_back();
+  }
 }
 
 template <class F>
@@ -258,14 +292,15 @@ void ActorCell::return_queued() {
   const InvalidReason reason = state_.load() == ActorState::kFailed ? InvalidReason::kActorFailed
                                                                     : InvalidReason::kActorStopped;
   std::string why;  // R-ACT-6: the error (or stop reason), computed once per backlog
-  while (MessageEnvelope* raw = queue_.pop()) {
-    queued_.fetch_sub(1, std::memory_order_relaxed);
-    if (why.empty()) why = mailbox_->closed_detail();
-    EnvelopePtr env(raw);
-    std::string target = env->dest().to_string();
-    MessageEnvelope::undeliverable(
-        std::move(env), DeliveryFailure::invalid_reference(std::move(target), reason, why), proc_);
-  }
+  unstash_all();
+  while (EnvelopePtr env = next_message()) return_one(std::move(env), reason, why);
+}
+
+void ActorCell::return_one(EnvelopePtr env, InvalidReason reason, std::string& why) {
+  if (why.empty()) why = mailbox_->closed_detail();
+  std::string target = env->dest().to_string();
+  MessageEnvelope::undeliverable(
+      std::move(env), DeliveryFailure::invalid_reference(std::move(target), reason, why), proc_);
 }
 
 absl::StatusOr<std::shared_ptr<ActorControl>> spawn_cell(runtime::Proc& proc, Context* parent,

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -69,6 +70,8 @@ class ActorCell final : public Context,
   ActorStatus status() const override;
   void stop(std::string reason) override;
   bool cancel(TimerHandle timer) override;
+  void unstash_all() override;
+  size_t stashed() const override { return stash_.size(); }
   absl::Status watch(const runtime::ActorAddr& who) override;
   bool unwatch(const runtime::ActorAddr& who) override;
 
@@ -92,6 +95,10 @@ class ActorCell final : public Context,
   void request_restart(std::string why);
 
  private:
+  absl::Status stash_current(uint64_t type_hash, wire::Any message) override;
+  // The next message: unstashed ones first, then the queue.
+  runtime::EnvelopePtr next_message();
+  bool has_replay() const { return !replay_.empty(); }
   TimerHandle start_timer(absl::Duration delay, absl::Duration period,
                           EnvelopeMaker make) override;
   void cancel_timers();
@@ -115,6 +122,7 @@ class ActorCell final : public Context,
   void terminate(ActorState final_state, std::string error);
   void report(SupervisionEvent event);
   void return_queued();
+  void return_one(runtime::EnvelopePtr env, runtime::InvalidReason reason, std::string& why);
   void stop_children(const std::string& reason);
   void run_on_stop(const ActorStatus& status);
 
@@ -142,7 +150,10 @@ class ActorCell final : public Context,
   std::atomic<bool> scheduled_{false};
   std::atomic<uint64_t> queued_{0};
   std::atomic<ActorState> state_{ActorState::kCreated};
-  const runtime::MessageEnvelope* current_ = nullptr;
+  runtime::MessageEnvelope* current_ = nullptr;
+  std::optional<wire::Any> stash_data_;         // set by stash() during a handler
+  std::deque<runtime::EnvelopePtr> stash_;      // runner only
+  std::deque<runtime::EnvelopePtr> replay_;     // unstashed, handled before the queue
   std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
   size_t prune_at_ = 64;
   std::atomic<bool> finished_{false};

@@ -73,7 +73,9 @@ absl::StatusOr<std::shared_ptr<ActorControl>> spawn_as(runtime::Proc& proc, Cont
 }
 }  // namespace internal
 
-template <ActorClass A>
+// Unconstrained for the same reason as ActorRef (an actor may keep a handle of its own class);
+// handles are made by `spawn`, which requires an ActorClass.
+template <class A>
 class ActorHandle {
  public:
   ActorHandle() = default;  // empty until assigned; only `valid()` may be called

@@ -8,6 +8,13 @@
 // (R-SUP-1). Time is the proc's clock: virtual on a deterministic proc (advance the clock, then
 // step). The message is copied for each firing.
 //
+// Stash (what CAF's `skip` and Akka's Stash give): a handler not ready for its message gives it
+// back with `cx.stash(std::move(m))` and returns OK; the message is kept with its envelope
+// (sender, headers) and handled again after `cx.unstash_all()`, before anything newer, in the
+// order stashed. A restart (R-SUP-1) unstashes everything for the new incarnation; when the actor
+// ends, stashed messages go back to their senders like any unhandled ones (ActorStopped /
+// ActorFailed). The stash is not bounded: it holds what the actor chose to keep.
+//
 // A Context is handed to every handler and hook; it is valid during that call. It is a
 // runtime::SendContext, so ports and actor refs send "as" this actor: the envelope's sender is
 // this actor and undeliverables come back to it.
@@ -84,6 +91,14 @@ class Context : public runtime::SendContext {
   // True when `who` was watched; no Down for it arrives afterwards.
   virtual bool unwatch(const runtime::ActorAddr& who) = 0;
 
+  // Stash (see the header comment). Only the message being handled, of its own type, once.
+  template <wire::RegisteredMessage M>
+  absl::Status stash(M message) {
+    return stash_current(wire::type_hash<M>(), wire::Any::make(std::move(message)));
+  }
+  virtual void unstash_all() = 0;
+  virtual size_t stashed() const = 0;
+
   // The ActorRef of this actor, typed as A (A must be this actor's class).
   template <ActorClass A>
   ActorRef<A> self() {
@@ -91,6 +106,7 @@ class Context : public runtime::SendContext {
   }
 
  protected:
+  virtual absl::Status stash_current(uint64_t type_hash, wire::Any message) = 0;
   using EnvelopeMaker = std::function<runtime::EnvelopePtr()>;
   // `period` zero: once. The maker runs on the timer's thread at each firing.
   virtual TimerHandle start_timer(absl::Duration delay, absl::Duration period,
