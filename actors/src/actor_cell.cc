@@ -162,6 +162,11 @@ bool ActorCell::run_init() {
 // False when the handler failed and the slice ended (the cell terminated or restarts).
 bool ActorCell::process(EnvelopePtr env) {
   state_.store(ActorState::kProcessing, std::memory_order_relaxed);
+  if (env->dest().id.port.kind() == runtime::Port::Kind::kEphemeral) {  // R-ACT-10
+    if (!complete_reply(std::move(env))) return false;
+    state_.store(ActorState::kIdle, std::memory_order_relaxed);
+    return true;
+  }
   const uint64_t hash = env->data().type_hash();
   if ((hash == wire::type_hash<SupervisionEvent>() &&
        !supervise(*env->data().get<SupervisionEvent>())) ||
@@ -214,17 +219,6 @@ void ActorCell::unstash_all() {
   }
 }
 
-template <class F>
-absl::Status ActorCell::guarded(F&& f) {
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("exception escaped a handler: ", e.what()));
-  } catch (...) {
-    return absl::InternalError("exception of unknown type escaped a handler");
-  }
-}
-
 void ActorCell::stop_children(const std::string& reason) {
   for (const std::weak_ptr<ActorCell>& weak : children_) {  // R-ACT-3
     if (std::shared_ptr<ActorCell> child = weak.lock()) child->stop(reason);
@@ -247,6 +241,7 @@ void ActorCell::run_on_stop(const ActorStatus& status) {
 // The cell's last slice ends here: the caller returns without touching the cell.
 void ActorCell::terminate(ActorState final_state, std::string error) {
   cancel_timers();  // R-SUP-3
+  drop_replies();   // R-ACT-10: no reply reaches the queue after this
   stop_children("parent stopped");
   const bool failed = final_state == ActorState::kFailed;
   ActorStatus status;

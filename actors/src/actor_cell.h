@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -29,12 +30,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "postal/actors/context.h"
 #include "postal/runtime/mpsc_queue.h"
 #include "restart_budget.h"
 
 namespace postal::actors::internal {
+
+class ReplySink;  // cell_requests.cc
 
 class ActorCell final : public Context,
                         public runtime::Schedulable,
@@ -72,6 +77,9 @@ class ActorCell final : public Context,
   bool cancel(TimerHandle timer) override;
   void unstash_all() override;
   size_t stashed() const override { return stash_.size(); }
+  runtime::PortAddr open_reply(uint64_t type_hash, runtime::DecodeFn decode,
+                               absl::Duration timeout, ReplyContinuation cont,
+                               uint64_t* index) override;
   absl::Status watch(const runtime::ActorAddr& who) override;
   bool unwatch(const runtime::ActorAddr& who) override;
 
@@ -102,6 +110,10 @@ class ActorCell final : public Context,
   TimerHandle start_timer(absl::Duration delay, absl::Duration period,
                           EnvelopeMaker make) override;
   void cancel_timers();
+  // R-ACT-10 (cell_requests.cc): runs the continuation a reply (or its failure) is for.
+  bool complete_reply(runtime::EnvelopePtr env);
+  // Drops every pending continuation (restart, end): their ports close, their timers stop.
+  void drop_replies();
   // R-SUP-2 (cell_watches.cc). A watcher registers with the watched cell; the cell sends Down
   // to every watcher when it terminates.
   // False when this cell has ended: the caller sends Down itself, with `*ended`.
@@ -117,8 +129,17 @@ class ActorCell final : public Context,
   void release();
   bool run_init();
   bool process(runtime::EnvelopePtr env);
+  // Runs user code; an escaped exception becomes an error (R-ACT-3).
   template <class F>
-  static absl::Status guarded(F&& f);
+  static absl::Status guarded(F&& f) {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("exception escaped a handler: ", e.what()));
+    } catch (...) {
+      return absl::InternalError("exception of unknown type escaped a handler");
+    }
+  }
   void terminate(ActorState final_state, std::string error);
   void report(SupervisionEvent event);
   void return_queued();
@@ -165,6 +186,12 @@ class ActorCell final : public Context,
   std::atomic<bool> stop_requested_{false};
   std::string reason_ ABSL_GUARDED_BY(mu_);
   std::string restart_reason_ ABSL_GUARDED_BY(mu_);
+  struct PendingReply {
+    ReplyContinuation cont;
+    uint64_t timer = 0;
+    std::shared_ptr<ReplySink> sink;
+  };
+  absl::flat_hash_map<uint64_t, PendingReply> replies_;  // R-ACT-10, by port index; runner only
   std::vector<runtime::ActorAddr> watchers_ ABSL_GUARDED_BY(mu_);  // R-SUP-2
   std::vector<runtime::ActorAddr> watching_;                         // R-SUP-2, runner only
   std::vector<uint64_t> timers_ ABSL_GUARDED_BY(mu_);  // R-SUP-3, pruned as it doubles

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "postal/actors/actor_handle.h"
 #include "postal/actors/actor_type.h"
+#include "postal/actors/pending_request.h"
 #include "postal/runtime/port.h"
 #include "postal/runtime/send_context.h"
 
@@ -45,7 +46,7 @@ class TimerHandle {
   uint64_t id_ = 0;
 };
 
-class Context : public runtime::SendContext {
+class Context : public runtime::SendContext, public internal::ReplyPorts {
  public:
   // The envelope being handled (nullptr in init / on_stop).
   virtual const runtime::MessageEnvelope* envelope() const = 0;
@@ -90,6 +91,13 @@ class Context : public runtime::SendContext {
   virtual absl::Status watch(const runtime::ActorAddr& who) = 0;
   // True when `who` was watched; no Down for it arrives afterwards.
   virtual bool unwatch(const runtime::ActorAddr& who) = 0;
+
+  // R-ACT-10: event-based request/reply (pending_request.h): `.then(fn)` sends, nothing blocks.
+  template <wire::RegisteredMessage Req>
+    requires requires(Req r) { r.reply_to; typename Req::Reply; }
+  PendingRequest<Req> request(runtime::PortRef<Req> to, Req req, absl::Duration timeout) {
+    return PendingRequest<Req>(*this, *this, std::move(to), std::move(req), timeout);
+  }
 
   // Stash (see the header comment). Only the message being handled, of its own type, once.
   template <wire::RegisteredMessage M>
