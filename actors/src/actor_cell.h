@@ -22,8 +22,8 @@
 #pragma once
 
 #include <atomic>
-#include <exception>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -77,9 +77,8 @@ class ActorCell final : public Context,
   bool cancel(TimerHandle timer) override;
   void unstash_all() override;
   size_t stashed() const override { return stash_.size(); }
-  runtime::PortAddr open_reply(uint64_t type_hash, runtime::DecodeFn decode,
-                               absl::Duration timeout, ReplyContinuation cont,
-                               uint64_t* index) override;
+  runtime::PortAddr open_reply(uint64_t type_hash, runtime::DecodeFn decode, absl::Duration timeout,
+                               ReplyContinuation cont, uint64_t* index) override;
   absl::Status watch(const runtime::ActorAddr& who) override;
   bool unwatch(const runtime::ActorAddr& who) override;
 
@@ -107,8 +106,7 @@ class ActorCell final : public Context,
   // The next message: unstashed ones first, then the queue.
   runtime::EnvelopePtr next_message();
   bool has_replay() const { return !replay_.empty(); }
-  TimerHandle start_timer(absl::Duration delay, absl::Duration period,
-                          EnvelopeMaker make) override;
+  TimerHandle start_timer(absl::Duration delay, absl::Duration period, EnvelopeMaker make) override;
   void cancel_timers();
   // R-ACT-10 (cell_requests.cc): runs the continuation a reply (or its failure) is for.
   bool complete_reply(runtime::EnvelopePtr env);
@@ -160,7 +158,7 @@ class ActorCell final : public Context,
   std::unique_ptr<Actor> actor_;
   const ActorType& type_;
   const SpawnOptions options_;
-  RestartBudget budget_;  // runner only
+  RestartBudget budget_;             // runner only
   uint32_t incarnation_ = 0;         // runner only
   uint32_t parent_incarnation_ = 0;  // set before start
   const ActorMaker remake_;
@@ -172,9 +170,9 @@ class ActorCell final : public Context,
   std::atomic<uint64_t> queued_{0};
   std::atomic<ActorState> state_{ActorState::kCreated};
   runtime::MessageEnvelope* current_ = nullptr;
-  std::optional<wire::Any> stash_data_;         // set by stash() during a handler
-  std::deque<runtime::EnvelopePtr> stash_;      // runner only
-  std::deque<runtime::EnvelopePtr> replay_;     // unstashed, handled before the queue
+  std::optional<wire::Any> stash_data_;             // set by stash() during a handler
+  std::deque<runtime::EnvelopePtr> stash_;          // runner only
+  std::deque<runtime::EnvelopePtr> replay_;         // unstashed, handled before the queue
   std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
   size_t prune_at_ = 64;
   std::atomic<bool> finished_{false};
@@ -193,8 +191,8 @@ class ActorCell final : public Context,
   };
   absl::flat_hash_map<uint64_t, PendingReply> replies_;  // R-ACT-10, by port index; runner only
   std::vector<runtime::ActorAddr> watchers_ ABSL_GUARDED_BY(mu_);  // R-SUP-2
-  std::vector<runtime::ActorAddr> watching_;                         // R-SUP-2, runner only
-  std::vector<uint64_t> timers_ ABSL_GUARDED_BY(mu_);  // R-SUP-3, pruned as it doubles
+  std::vector<runtime::ActorAddr> watching_;                       // R-SUP-2, runner only
+  std::vector<uint64_t> timers_ ABSL_GUARDED_BY(mu_);              // R-SUP-3, pruned as it doubles
   size_t timers_prune_at_ ABSL_GUARDED_BY(mu_) = 16;
 };
 

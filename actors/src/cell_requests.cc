@@ -35,10 +35,10 @@ class ReplySink final : public runtime::PortSink {
       absl::MutexLock lock(&mu_);
       port = port_;
     }
-    deliver(MessageEnvelope::make(
-        port.actor_addr(), port,
-        wire::Any::make(ReplyFailed{static_cast<int>(status.code()), std::string(status.message())}),
-        1));
+    deliver(MessageEnvelope::make(port.actor_addr(), port,
+                                  wire::Any::make(ReplyFailed{static_cast<int>(status.code()),
+                                                              std::string(status.message())}),
+                                  1));
   }
   void detach() {
     absl::MutexLock lock(&mu_);

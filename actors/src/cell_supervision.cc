@@ -9,9 +9,12 @@ namespace postal::actors {
 
 std::string_view to_string(RestartPolicy policy) {
   switch (policy) {
-    case RestartPolicy::kEscalate: return "escalate";
-    case RestartPolicy::kOneForOne: return "one-for-one";
-    case RestartPolicy::kAllForOne: return "all-for-one";
+    case RestartPolicy::kEscalate:
+      return "escalate";
+    case RestartPolicy::kOneForOne:
+      return "one-for-one";
+    case RestartPolicy::kAllForOne:
+      return "all-for-one";
   }
   return "unknown";
 }
@@ -22,17 +25,17 @@ absl::Status check_supervision(const SpawnOptions& options, bool has_parent, boo
   const Supervision& s = options.supervision;
   if (!s.restarts()) return absl::OkStatus();
   if (!can_remake) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a ", sv(to_string(s.policy)),
-        " child is re-created from its spawn arguments, so they must be copyable"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", sv(to_string(s.policy)),
+                     " child is re-created from its spawn arguments, so they must be copyable"));
   }
   if (s.policy == RestartPolicy::kAllForOne && !has_parent) {
     return absl::InvalidArgumentError(
         "all-for-one restarts the siblings under one parent; a root or detached actor has none "
         "(use one-for-one)");
   }
-  if (s.max_restarts < 0 || s.window <= absl::ZeroDuration() ||
-      s.backoff < absl::ZeroDuration() || s.max_backoff < s.backoff) {
+  if (s.max_restarts < 0 || s.window <= absl::ZeroDuration() || s.backoff < absl::ZeroDuration() ||
+      s.max_backoff < s.backoff) {
     return absl::InvalidArgumentError(
         "supervision needs max_restarts >= 0, a positive window and 0 <= backoff <= max_backoff");
   }
@@ -66,9 +69,9 @@ bool ActorCell::restart(const std::string& why, absl::Duration backoff, bool fai
   // Replies to the old incarnation's requests never reach the new one: PortGone.
   mailbox_->close_ephemeral_ports();
   state_.store(ActorState::kRestarting, std::memory_order_release);
-  runtime::Logger::actors().warn(absl::StrCat(
-      "actor ", self_addr().id.to_string(), " restarts (", sv(to_string(supervision().policy)),
-      ") in ", absl::FormatDuration(backoff), ": ", why));
+  runtime::Logger::actors().warn(absl::StrCat("actor ", self_addr().id.to_string(), " restarts (",
+                                              sv(to_string(supervision().policy)), ") in ",
+                                              absl::FormatDuration(backoff), ": ", why));
   if (failed) {
     report(SupervisionEvent{self_addr(), why, true, static_cast<uint32_t>(budget_.recent())});
   }

@@ -19,8 +19,8 @@ std::shared_ptr<ActorCell> local_cell(runtime::Proc& proc, const runtime::ActorA
 }
 
 bool erase_addr(std::vector<runtime::ActorAddr>& v, const runtime::ActorAddr& a) {
-  auto it = std::find_if(v.begin(), v.end(),
-                         [&](const runtime::ActorAddr& x) { return x.id == a.id; });
+  auto it =
+      std::find_if(v.begin(), v.end(), [&](const runtime::ActorAddr& x) { return x.id == a.id; });
   if (it == v.end()) return false;
   v.erase(it);
   return true;

@@ -88,8 +88,7 @@ void Timers::run() {
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopped_ || earlier_ ||
-               (!queue_.empty() && queue_.begin()->first.first <= clock_());
+        return stopped_ || earlier_ || (!queue_.empty() && queue_.begin()->first.first <= clock_());
       };
       absl::Duration nap = kMaxNap;
       if (!queue_.empty()) nap = std::min(nap, queue_.begin()->first.first - clock_());

@@ -3,19 +3,12 @@
 
 #include "gtest/gtest.h"
 #include "postal/postal.h"
+#include "support/count_msg.h"
 #include "support/virtual_time_proc.h"
 
 namespace {
-struct Count {
-  int n = 0;
-  template <class A>
-  void serialize(A& a) {
-    a(n);
-  }
-};
+using Count = postal::test_support::CountMsg;  // one number
 }  // namespace
-
-POSTAL_MESSAGE(Count, "test.ref.Count");
 
 namespace postal::actors {
 namespace {

@@ -5,16 +5,11 @@
 
 #include "gtest/gtest.h"
 #include "postal/postal.h"
+#include "support/count_msg.h"
 #include "support/virtual_time_proc.h"
 
 namespace {
-struct Answer {
-  int n = 0;
-  template <class A>
-  void serialize(A& a) {
-    a(n);
-  }
-};
+using Answer = postal::test_support::CountMsg;  // one number
 struct Question {
   using Reply = Answer;
   int n = 0;
@@ -42,7 +37,6 @@ struct Other {
 };
 }  // namespace
 
-POSTAL_MESSAGE(Answer, "test.then.Answer");
 POSTAL_MESSAGE(Question, "test.then.Question");
 POSTAL_MESSAGE(Go, "test.then.Go");
 POSTAL_MESSAGE(Other, "test.then.Other");

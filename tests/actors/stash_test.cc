@@ -5,16 +5,11 @@
 
 #include "gtest/gtest.h"
 #include "postal/postal.h"
+#include "support/count_msg.h"
 #include "support/virtual_time_proc.h"
 
 namespace {
-struct Job {
-  int n = 0;
-  template <class A>
-  void serialize(A& a) {
-    a(n);
-  }
-};
+using Job = postal::test_support::CountMsg;  // one number
 struct Open {
   bool crash = false;
   template <class A>
@@ -24,7 +19,6 @@ struct Open {
 };
 }  // namespace
 
-POSTAL_MESSAGE(Job, "test.stash.Job");
 POSTAL_MESSAGE(Open, "test.stash.Open");
 
 namespace postal::actors {

@@ -6,17 +6,12 @@
 
 #include "gtest/gtest.h"
 #include "postal/postal.h"
+#include "support/count_msg.h"
 #include "support/virtual_time_proc.h"
 
 namespace {
 
-struct Tick {
-  int n = 0;
-  template <class A>
-  void serialize(A& a) {
-    a(n);
-  }
-};
+using Tick = postal::test_support::CountMsg;  // one number
 struct Crash {
   template <class A>
   void serialize(A&) {}
@@ -36,7 +31,6 @@ struct OpenReplyPort {  // the worker opens a once port and leaves its ref in th
 
 }  // namespace
 
-POSTAL_MESSAGE(Tick, "test.sup.Tick");
 POSTAL_MESSAGE(Crash, "test.sup.Crash");
 POSTAL_MESSAGE(HowMany, "test.sup.HowMany");
 POSTAL_MESSAGE(OpenReplyPort, "test.sup.OpenReplyPort");
@@ -295,8 +289,9 @@ TEST(Supervision, R_SUP_1_ARootActorMayRestartOneForOne) {
 TEST(Supervision, R_SUP_1_OnAThreadedProcTheBackoffRunsOnRealTime) {
   test_support::ProcWithClient pc(runtime::ProcOptions::threads(2), "test");
   Log log;
-  auto w = *spawn<Worker>(pc.proc, SpawnOptions{Supervision::one_for_one().with_backoff(
-                                       absl::Milliseconds(5), absl::Milliseconds(5))},
+  auto w = *spawn<Worker>(pc.proc,
+                          SpawnOptions{Supervision::one_for_one().with_backoff(
+                              absl::Milliseconds(5), absl::Milliseconds(5))},
                           "worker", &log);
   w.ref().send(*pc.client, Crash{});
   // Queued behind the crash, answered by the new incarnation once the backoff timer fired.

@@ -5,17 +5,12 @@
 
 #include "gtest/gtest.h"
 #include "postal/postal.h"
+#include "support/count_msg.h"
 #include "support/virtual_time_proc.h"
 
 namespace {
 
-struct Beat {
-  int n = 0;
-  template <class A>
-  void serialize(A& a) {
-    a(n);
-  }
-};
+using Beat = postal::test_support::CountMsg;  // one number
 struct Arm {  // sets timers: once after `once_ms` (when > 0), every `every_ms` (when > 0)
   int64_t once_ms = 0;
   int64_t every_ms = 0;
@@ -35,7 +30,6 @@ struct Fail {
 
 }  // namespace
 
-POSTAL_MESSAGE(Beat, "test.timer.Beat");
 POSTAL_MESSAGE(Arm, "test.timer.Arm");
 POSTAL_MESSAGE(Disarm, "test.timer.Disarm");
 POSTAL_MESSAGE(Fail, "test.timer.Fail");
@@ -65,7 +59,8 @@ struct Metronome : Actor, Handles<Beat, Arm, Disarm, Fail> {
   }
   absl::Status handle(Context& cx, Arm a) override {
     if (a.once_ms > 0) cx.send_after(absl::Milliseconds(a.once_ms), target(cx), Beat{1});
-    if (a.every_ms > 0) periodic = cx.send_every(absl::Milliseconds(a.every_ms), target(cx), Beat{2});
+    if (a.every_ms > 0)
+      periodic = cx.send_every(absl::Milliseconds(a.every_ms), target(cx), Beat{2});
     return absl::OkStatus();
   }
   absl::Status handle(Context& cx, Disarm) override {
@@ -75,12 +70,22 @@ struct Metronome : Actor, Handles<Beat, Arm, Disarm, Fail> {
   absl::Status handle(Context&, Fail) override { return absl::InternalError("fail"); }
 };
 
-TEST(Timers, R_SUP_3_SendAfterFiresOnVirtualTime) {
+// A metronome on virtual time that has handled `arm`.
+struct Armed {
+  explicit Armed(Arm arm) {
+    m = *spawn<Metronome>(t.proc, "metronome", &seen);
+    m.ref().send(t.client, arm);
+    t.run();
+  }
   VirtualTimeProc t;
   Seen seen;
-  auto m = *spawn<Metronome>(t.proc, "metronome", &seen);
-  m.ref().send(t.client, Arm{5000, 0});
-  t.run();
+  ActorHandle<Metronome> m;
+};
+
+TEST(Timers, R_SUP_3_SendAfterFiresOnVirtualTime) {
+  Armed a(Arm{5000, 0});
+  VirtualTimeProc& t = a.t;
+  Seen& seen = a.seen;
   t.advance(absl::Milliseconds(4999));
   EXPECT_TRUE(seen.beats.empty());
   t.advance(absl::Milliseconds(1));
@@ -90,11 +95,10 @@ TEST(Timers, R_SUP_3_SendAfterFiresOnVirtualTime) {
 }
 
 TEST(Timers, R_SUP_3_APeriodicTimerFiresEachPeriodUntilCancelledByItsHandle) {
-  VirtualTimeProc t;
-  Seen seen;
-  auto m = *spawn<Metronome>(t.proc, "metronome", &seen);
-  m.ref().send(t.client, Arm{0, 1000});
-  t.run();
+  Armed a(Arm{0, 1000});
+  VirtualTimeProc& t = a.t;
+  Seen& seen = a.seen;
+  ActorHandle<Metronome>& m = a.m;
   for (int i = 0; i < 3; ++i) t.advance(absl::Seconds(1));
   EXPECT_EQ(seen.beats, (std::vector<int>{2, 2, 2}));
   m.ref().send(t.client, Disarm{});
@@ -107,11 +111,10 @@ TEST(Timers, R_SUP_3_APeriodicTimerFiresEachPeriodUntilCancelledByItsHandle) {
 }
 
 TEST(Timers, R_SUP_3_AStoppedActorsTimersAreCancelled) {
-  VirtualTimeProc t;
-  Seen seen;
-  auto m = *spawn<Metronome>(t.proc, "metronome", &seen);
-  m.ref().send(t.client, Arm{1000, 500});
-  t.run();
+  Armed a(Arm{1000, 500});
+  VirtualTimeProc& t = a.t;
+  Seen& seen = a.seen;
+  ActorHandle<Metronome>& m = a.m;
   ASSERT_EQ(t.proc.timers().size(), 2u);
   m.stop();
   EXPECT_EQ(t.proc.timers().size(), 0u);  // at the stop, not when the drain ends

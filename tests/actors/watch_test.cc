@@ -116,7 +116,8 @@ TEST(Watch, R_SUP_2_WatchingAStoppedOrUnknownActorGivesDownAtOnce) {
   p.target.stop("long gone");
   p.t.run();
   p.watch(p.target.addr());
-  runtime::ActorAddr nobody = p.t.proc.actor_addr(runtime::Uid::singleton(*runtime::Label::parse("nobody")));
+  runtime::ActorAddr nobody =
+      p.t.proc.actor_addr(runtime::Uid::singleton(*runtime::Label::parse("nobody")));
   p.watch(nobody);
   ASSERT_EQ(p.seen.downs.size(), 2u);
   EXPECT_EQ(p.seen.downs[0].reason, "long gone");

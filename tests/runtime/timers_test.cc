@@ -50,7 +50,8 @@ TEST(Timers, R_SUP_3_APeriodicTimerKeepsItsScheduleAndStopsWhenCancelledFromItsC
   EXPECT_FALSE(m.timers.pending(id));
   // A late fire_due fires a periodic timer once, not once per missed period.
   int ticks = 0;
-  m.timers.schedule(m.now + absl::Seconds(1), [&] { ++ticks; }, absl::Seconds(1));
+  m.timers.schedule(
+      m.now + absl::Seconds(1), [&] { ++ticks; }, absl::Seconds(1));
   m.now += absl::Seconds(10);
   m.timers.fire_due();
   EXPECT_EQ(ticks, 1);
