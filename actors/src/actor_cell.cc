@@ -96,7 +96,8 @@ void ActorCell::run_slice(size_t budget) {
     if (!run_init()) return;
   }
   for (size_t n = 0; n < budget; ++n) {
-    if (restart_requested_.exchange(false, std::memory_order_acq_rel) && !stop_requested()) {
+    if (restart_requested_.load(std::memory_order_relaxed) &&  // no RMW on the hot path
+        restart_requested_.exchange(false, std::memory_order_acq_rel) && !stop_requested()) {
       std::string why;
       {
         absl::MutexLock lock(&mu_);
@@ -191,8 +192,8 @@ bool ActorCell::process(EnvelopePtr env) {
 
 EnvelopePtr ActorCell::next_message() {
   if (!replay_.empty()) {
-    EnvelopePtr env = std::move(replay_.front());
-    replay_.pop_front();
+    EnvelopePtr env = std::move(replay_.back());
+    replay_.pop_back();
     return env;
   }
   MessageEnvelope* raw = queue_.pop();
@@ -213,10 +214,9 @@ absl::Status ActorCell::stash_current(uint64_t type_hash, wire::Any message) {
 }
 
 void ActorCell::unstash_all() {
-  while (!stash_.empty()) {  // oldest first, ahead of what was unstashed before
-    replay_.push_front(std::move(stash_.back()));
-    stash_.pop_back();
-  }
+  // Oldest first, ahead of what was unstashed before (replay_'s next is its back).
+  for (auto it = stash_.rbegin(); it != stash_.rend(); ++it) replay_.push_back(std::move(*it));
+  stash_.clear();
 }
 
 void ActorCell::stop_children(const std::string& reason) {

@@ -22,7 +22,6 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -171,8 +170,9 @@ class ActorCell final : public Context,
   std::atomic<ActorState> state_{ActorState::kCreated};
   runtime::MessageEnvelope* current_ = nullptr;
   std::optional<wire::Any> stash_data_;             // set by stash() during a handler
-  std::deque<runtime::EnvelopePtr> stash_;          // runner only
-  std::deque<runtime::EnvelopePtr> replay_;         // unstashed, handled before the queue
+  std::vector<runtime::EnvelopePtr> stash_;  // runner only, oldest first
+  // Unstashed, handled before the queue; the next one last (no allocation until used).
+  std::vector<runtime::EnvelopePtr> replay_;
   std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
   size_t prune_at_ = 64;
   std::atomic<bool> finished_{false};

@@ -2,8 +2,9 @@
 // internal). Times are the proc's clock, so deterministic tests move them by hand.
 #pragma once
 
-#include <deque>
+#include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "postal/actors/supervision.h"
@@ -18,7 +19,7 @@ class RestartBudget {
   // the budget is spent (max_restarts already within the window).
   std::optional<absl::Duration> on_failure(absl::Time now) {
     if (!s_.restarts()) return std::nullopt;
-    while (!recent_.empty() && now - recent_.front() >= s_.window) recent_.pop_front();
+    std::erase_if(recent_, [&](absl::Time t) { return now - t >= s_.window; });
     if (static_cast<int>(recent_.size()) >= s_.max_restarts) return std::nullopt;
     recent_.push_back(now);
     absl::Duration wait = s_.backoff;
@@ -29,7 +30,7 @@ class RestartBudget {
 
  private:
   Supervision s_;
-  std::deque<absl::Time> recent_;
+  std::vector<absl::Time> recent_;  // empty (no allocation) until a failure
 };
 
 }  // namespace postal::actors::internal
