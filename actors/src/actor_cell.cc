@@ -69,7 +69,8 @@ void ActorCell::stop(std::string reason) {
 
 absl::StatusOr<ActorStatus> ActorCell::wait(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto done = [this] { return is_terminal(state_.load(std::memory_order_acquire)); };
+  // Past on_stop and the actor object's destructor: what they touch is the waiter's again.
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
     return absl::DeadlineExceededError(
         absl::StrCat("actor ", addr().id.to_string(), " still ", sv(to_string(state_.load())),
@@ -259,6 +260,10 @@ void ActorCell::terminate(ActorState final_state, std::string error) {
   run_on_stop(status);
   if (failed) report(SupervisionEvent{self_addr(), status.reason, false, 0});
   actor_.reset();
+  {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;  // wait() returns
+  }
   // R-ACT-7: deliveries admitted before the close may still be pushing; wait for them (they
   // do not block), so the backlog returned below is complete and nothing wakes the cell later.
   while (mailbox_->admitting()) std::this_thread::yield();

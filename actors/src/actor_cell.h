@@ -183,6 +183,7 @@ class ActorCell final : public Context,
   mutable absl::Mutex mu_;
   std::atomic<bool> stop_requested_{false};
   std::string reason_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;  // terminal, on_stop ran, the actor is destroyed
   std::string restart_reason_ ABSL_GUARDED_BY(mu_);
   struct PendingReply {
     ReplyContinuation cont;

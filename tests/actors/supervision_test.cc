@@ -2,6 +2,7 @@
 // restart budget and exponential backoff, on a deterministic proc whose clock the test moves.
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -298,6 +299,30 @@ TEST(Supervision, R_SUP_1_OnAThreadedProcTheBackoffRunsOnRealTime) {
   absl::StatusOr<Tick> inits = w.ref().request(*pc.client, HowMany{}, absl::Seconds(10));
   ASSERT_TRUE(inits.ok()) << inits.status();
   EXPECT_EQ(inits->n, 2);
+}
+
+TEST(Supervision, R_SUP_1_RestartsRacingSendsAndAStopOnThreadsNeitherLoseNorHang) {
+  test_support::ProcWithClient pc(runtime::ProcOptions::threads(2), "test");
+  Log log;  // written by the worker only, read after it ended
+  auto w =
+      *spawn<Worker>(pc.proc,
+                     SpawnOptions{Supervision::one_for_one(1000, absl::Minutes(1))
+                                      .with_backoff(absl::ZeroDuration(), absl::ZeroDuration())},
+                     "worker", &log);
+  constexpr int kRounds = 200;
+  std::thread crasher([&] {
+    for (int i = 0; i < kRounds; ++i) w.ref().send(*pc.client, Crash{});
+  });
+  for (int i = 0; i < kRounds; ++i) w.ref().send(*pc.client, Tick{i});
+  crasher.join();
+  absl::StatusOr<Tick> inits = w.ref().request(*pc.client, HowMany{}, absl::Seconds(30));
+  ASSERT_TRUE(inits.ok()) << inits.status();
+  w.stop("done");
+  absl::StatusOr<ActorStatus> end = w.wait(absl::Seconds(30));
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->state, ActorState::kStopped);
+  EXPECT_EQ(log.inits, kRounds + 1);  // every crash restarted it, none was lost
+  EXPECT_EQ(log.seen.size(), static_cast<size_t>(kRounds));  // every Tick reached an incarnation
 }
 
 // Spawns a detached child in init and fails on Crash.

@@ -1,7 +1,8 @@
 // ActorHandle<A>: the spawner's handle on an actor — its typed ref plus lifecycle control.
 //
 // Dropping a handle does not stop the actor. `stop()` drains (R-ACT-5); `wait()` blocks the
-// calling fiber until the actor is Stopped or Failed, or the timeout passes.
+// calling fiber until the actor is Stopped or Failed — and its `on_stop` has run and the actor
+// object is destroyed, so what they touch is the caller's again — or the timeout passes.
 #pragma once
 
 #include <functional>
