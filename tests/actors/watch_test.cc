@@ -1,6 +1,8 @@
 // Watches, local part (R-SUP-2): exactly one Down when a watched actor stops or fails, at once
 // for one already gone, none after unwatch or for a restart.
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -61,6 +63,17 @@ struct Watcher : Actor, Handles<WatchIt, UnwatchIt> {
   }
   absl::Status on_down(Context&, const Down& d) override {
     seen->downs.push_back(d);
+    return absl::OkStatus();
+  }
+};
+
+// Forwards every Down's address to a client port (the threaded test reads them there).
+struct Relay : Actor, Handles<WatchIt> {
+  PortRef<WatchIt> downs;
+  explicit Relay(PortRef<WatchIt> d) : downs(std::move(d)) {}
+  absl::Status handle(Context& cx, WatchIt w) override { return cx.watch(w.who); }
+  absl::Status on_down(Context& cx, const Down& d) override {
+    downs.send(cx, WatchIt{d.who});
     return absl::OkStatus();
   }
 };
@@ -171,6 +184,29 @@ TEST(Watch, R_SUP_2_AnEndedWatchersWatchesEndWithIt) {
   p.t.run();
   EXPECT_EQ(p.t.proc.stats().posted, before.posted);  // no Down was even sent
   EXPECT_TRUE(p.seen.downs.empty());
+}
+
+TEST(Watch, R_SUP_2_WatchesRacingTheEndOnThreadsGiveExactlyOneDownEach) {
+  test_support::ProcWithClient pc(runtime::ProcOptions::threads(2), "test");
+  auto [port, downs] = runtime::open_port<WatchIt>(*pc.client);
+  auto relay = *spawn<Relay>(pc.proc, "relay", port.bind());
+  constexpr int kTargets = 100;
+  std::vector<ActorHandle<Target>> targets;
+  for (int i = 0; i < kTargets; ++i) {
+    targets.push_back(*spawn<Target>(pc.proc, absl::StrCat("target-", i)));
+  }
+  std::thread stopper([&] {
+    for (ActorHandle<Target>& t : targets) t.stop();
+  });
+  for (ActorHandle<Target>& t : targets) relay.ref().send(*pc.client, WatchIt{t.addr()});
+  stopper.join();
+  std::set<std::string> seen;
+  for (int i = 0; i < kTargets; ++i) {
+    absl::StatusOr<WatchIt> d = downs.recv(absl::Seconds(30));
+    ASSERT_TRUE(d.ok()) << d.status() << " after " << i;
+    EXPECT_TRUE(seen.insert(d->who.to_string()).second) << "two Downs for " << d->who.to_string();
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kTargets));
 }
 
 TEST(Watch, R_SUP_2_RemoteWatchesAreNotBuiltYetAndSelfOrClientWatchesAreRefused) {
