@@ -18,6 +18,7 @@ std::string_view to_string(ActorState state) {
     case ActorState::kInitializing: return "initializing";
     case ActorState::kIdle: return "idle";
     case ActorState::kProcessing: return "processing";
+    case ActorState::kRestarting: return "restarting";
     case ActorState::kStopping: return "stopping";
     case ActorState::kStopped: return "stopped";
     case ActorState::kFailed: return "failed";
@@ -83,10 +84,16 @@ void add_builtin_ports(ActorType& type) {
         if (!returned) return absl::OkStatus();
         return a.handle_undeliverable(cx, *returned);
       });
+  type.ports.push_back({wire::type_hash<Down>(), &runtime::decode_as<Down>});
+  type.dispatch.emplace_back(wire::type_hash<Down>(), [](Actor& a, Context& cx, wire::Any& any) {
+    return a.on_down(cx, *any.get<Down>());
+  });
   type.ports.push_back({wire::type_hash<SupervisionEvent>(), &runtime::decode_as<SupervisionEvent>});
   type.dispatch.emplace_back(wire::type_hash<SupervisionEvent>(),
                              [](Actor& a, Context& cx, wire::Any& any) {
-                               return a.on_child_failed(cx, *any.get<SupervisionEvent>());
+                               const SupervisionEvent& event = *any.get<SupervisionEvent>();
+                               return event.restarting ? a.on_child_restarted(cx, event)
+                                                       : a.on_child_failed(cx, event);
                              });
 }
 

@@ -1,318 +1,334 @@
-// ActorCell: the runtime side of one actor — its queue, its state, its place in the scheduler.
-//
-// The cell is the sink of the actor's handler ports: the mailbox decodes and hands envelopes to
-// `deliver`, which pushes them on an intrusive MPSC queue and makes the cell runnable once
-// (`scheduled_`). A runner fiber then calls `run_slice`, which handles queued messages one at a
-// time (R-ACT-2). The mailbox owns the cell, and the proc's muxer keeps the mailbox as a
-// tombstone after the actor ends (R-ACT-4) until it is reaped (R-ACT-7); the user's Actor object
-// is freed at the end.
-//
-// Lifetime (R-ACT-7): a reaped mailbox — and with it the cell — may be freed as soon as the cell
-// says it is `finished()`. So the slice that terminates the cell is its last: after it nothing
-// schedules the cell again (`scheduled_` stays true, deliveries are refused by the closed
-// mailbox and the ones in flight are waited for), `finished_` is its very last write, and no
-// pointer to a cell outlives it unowned (children are weak, the parent is an address).
+// ActorCell's life: delivery, slices, init, handling, stopping and terminating (see
+// actor_cell.h; restarts are in cell_supervision.cc).
+#include "actor_cell.h"
+
 #include <algorithm>
 #include <exception>
-#include <memory>
-#include <optional>
 #include <thread>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "postal/wire/absl_compat.h"
-#include "absl/synchronization/mutex.h"
-#include "postal/actors/context.h"
 #include "postal/runtime/logger.h"
-#include "postal/runtime/mpsc_queue.h"
+#include "postal/wire/absl_compat.h"
 
-namespace postal::actors {
-namespace {
+namespace postal::actors::internal {
 
 using runtime::DeliveryFailure;
 using runtime::EnvelopePtr;
-using runtime::Logger;
 using runtime::InvalidReason;
+using runtime::Logger;
 using runtime::MailboxState;
 using runtime::MessageEnvelope;
 
-class ActorCell final : public Context,
-                        public runtime::Schedulable,
-                        public runtime::PortSink,
-                        public ActorControl {
- public:
-  ActorCell(runtime::Proc& proc, std::optional<runtime::ActorAddr> parent,
-            std::unique_ptr<Actor> actor, const ActorType& type)
-      : proc_(proc), parent_(std::move(parent)), actor_(std::move(actor)), type_(type) {}
+void ActorCell::bind(const std::shared_ptr<runtime::Mailbox>& mailbox) {
+  mailbox_ = mailbox.get();
+  weak_mailbox_ = mailbox;
+  addr_ = mailbox->owner();
+}
 
-  void bind(const std::shared_ptr<runtime::Mailbox>& mailbox) {
-    mailbox_ = mailbox.get();
-    weak_mailbox_ = mailbox;
-    addr_ = mailbox->owner();
+// Runs on this actor's runner (its handler or init). Dead children are pruned as the list
+// doubles, so a long-lived parent of short-lived children stays small (R-ACT-7).
+void ActorCell::add_child(const std::shared_ptr<ActorCell>& child) {
+  if (children_.size() >= prune_at_) {
+    std::erase_if(children_, [](const std::weak_ptr<ActorCell>& c) { return c.expired(); });
+    prune_at_ = std::max<size_t>(64, 2 * children_.size());
   }
-  // Runs on this actor's runner (its handler or init). Dead children are pruned as the list
-  // doubles, so a long-lived parent of short-lived children stays small (R-ACT-7).
-  void add_child(const std::shared_ptr<ActorCell>& child) {
-    if (children_.size() >= prune_at_) {
-      std::erase_if(children_, [](const std::weak_ptr<ActorCell>& c) { return c.expired(); });
-      prune_at_ = std::max<size_t>(64, 2 * children_.size());
+  children_.push_back(child);
+}
+
+void ActorCell::start() {
+  scheduled_.store(true, std::memory_order_release);
+  proc_.scheduler().schedule(this);
+}
+
+ActorStatus ActorCell::status() const {
+  absl::MutexLock lock(&mu_);
+  return ActorStatus{state_.load(std::memory_order_acquire), reason_};
+}
+
+void ActorCell::stop(std::string reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_requested_.load() || is_terminal(state_.load())) return;
+    // R-ACT-5: refuse new handler messages before anyone can see the stop requested, so the
+    // runner's "nothing admitted, queue empty" check (run_slice) covers every later sender.
+    // A mailbox already closed (the actor is failing) stays closed.
+    mailbox_->begin_stopping(reason);  // R-ACT-6: refusals say why
+    reason_ = std::move(reason);
+    stop_requested_.store(true, std::memory_order_seq_cst);
+  }
+  cancel_timers();  // R-SUP-3: a stopping actor sets no more and receives none
+  // R-SUP-1: a stop ends a restart's backoff early (the new incarnation drains, then stops).
+  if (backoff_pending_.load(std::memory_order_seq_cst)) {
+    proc_.timers().cancel(backoff_timer_.load());
+    end_backoff();
+  }
+  // Never schedules a cell that ran its last slice (R-ACT-7): terminating leaves `scheduled_`
+  // set for good, so this finds it set and does nothing.
+  wake();
+}
+
+absl::StatusOr<ActorStatus> ActorCell::wait(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  // Past on_stop and the actor object's destructor: what they touch is the waiter's again.
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("actor ", addr().id.to_string(), " still ", sv(to_string(state_.load())),
+                     " after ", absl::FormatDuration(timeout)));
+  }
+  return ActorStatus{state_.load(), reason_};
+}
+
+void ActorCell::deliver(EnvelopePtr env) {
+  queued_.fetch_add(1, std::memory_order_relaxed);
+  queue_.push(env.release());
+  wake();
+}
+
+runtime::SinkInfo ActorCell::info() const {
+  return runtime::SinkInfo{std::string(to_string(state_.load(std::memory_order_relaxed))),
+                           queued_.load(std::memory_order_relaxed)};
+}
+
+void ActorCell::run_slice(size_t budget) {
+  ActorState s = state_.load(std::memory_order_acquire);
+  if (is_terminal(s)) return;  // not reached: a terminated cell is never scheduled again
+  if (s == ActorState::kCreated || s == ActorState::kRestarting) {
+    if (!run_init()) return;
+  }
+  for (size_t n = 0; n < budget; ++n) {
+    if (restart_requested_.load(std::memory_order_relaxed) &&  // no RMW on the hot path
+        restart_requested_.exchange(false, std::memory_order_acq_rel) && !stop_requested()) {
+      std::string why;
+      {
+        absl::MutexLock lock(&mu_);
+        why = restart_reason_;
+      }
+      restart(why, absl::ZeroDuration(), /*failed=*/false);  // R-SUP-1: all-for-one
+      return;
     }
-    children_.push_back(child);
+    EnvelopePtr env = next_message();
+    if (env == nullptr) break;
+    if (!process(std::move(env))) return;
   }
+  // R-ACT-5: finish stopping only when no delivery is between its admission and this queue
+  // (checked before the queue: a delivery leaves `admitting` after its push). Otherwise
+  // release() makes the cell runnable again and the next slice handles what was admitted.
+  if (stop_requested() && !mailbox_->admitting() && !queue_.maybe_nonempty() && !has_replay()) {
+    terminate(ActorState::kStopped, {});
+    return;
+  }
+  release();
+}
 
-  // Schedules the first slice, which runs init.
-  void start() {
-    scheduled_.store(true, std::memory_order_release);
+void ActorCell::request_restart(std::string why) {
+  {
+    absl::MutexLock lock(&mu_);
+    restart_reason_ = std::move(why);
+  }
+  restart_requested_.store(true, std::memory_order_seq_cst);
+  wake();
+}
+
+// Makes the cell runnable unless it already is.
+void ActorCell::wake() {
+  if (!scheduled_.exchange(true, std::memory_order_acq_rel)) proc_.scheduler().schedule(this);
+}
+
+// Ends a slice: runnable again only if work arrived meanwhile.
+void ActorCell::release() {
+  if (queue_.maybe_nonempty() || has_replay()) {
     proc_.scheduler().schedule(this);
+    return;
   }
-
-  // --- SendContext / Context ---
-  runtime::Proc& proc() override { return proc_; }
-  std::shared_ptr<runtime::Mailbox> mailbox() override { return mailbox_->shared_from_this(); }
-  const runtime::ActorAddr& self_addr() const override { return addr_; }
-  const MessageEnvelope* envelope() const override { return current_; }
-
-  ActorStatus status() const override {
-    absl::MutexLock lock(&mu_);
-    return ActorStatus{state_.load(std::memory_order_acquire), reason_};
-  }
-
-  void stop(std::string reason) override {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stop_requested_.load() || is_terminal(state_.load())) return;
-      // R-ACT-5: refuse new handler messages before anyone can see the stop requested, so the
-      // runner's "nothing admitted, queue empty" check (run_slice) covers every later sender.
-      // A mailbox already closed (the actor is failing) stays closed.
-      mailbox_->begin_stopping(reason);  // R-ACT-6: refusals say why
-      reason_ = std::move(reason);
-      stop_requested_.store(true, std::memory_order_seq_cst);
-    }
-    // Never schedules a cell that ran its last slice (R-ACT-7): terminating leaves `scheduled_`
-    // set for good, so this finds it set and does nothing.
+  scheduled_.store(false, std::memory_order_seq_cst);
+  if (queue_.maybe_nonempty() || restart_requested_.load(std::memory_order_seq_cst) ||
+      (stop_requested() && !is_terminal(state_.load()))) {
     wake();
   }
+}
 
-  // --- ActorControl ---
-  const runtime::ActorAddr& addr() const override { return addr_; }
-  // Null once the tombstone was reaped and nobody else holds the mailbox (R-ACT-7).
-  std::shared_ptr<runtime::Mailbox> mailbox_ptr() const override { return weak_mailbox_.lock(); }
+// False when init failed and the slice ended (the cell terminated or restarts).
+bool ActorCell::run_init() {
+  state_.store(ActorState::kInitializing, std::memory_order_release);
+  restart_requested_.store(false, std::memory_order_relaxed);  // this is the fresh incarnation
+  absl::Status s = guarded([&] {
+    if (!actor_) actor_ = remake_();  // R-SUP-1: re-created from the spawn arguments
+    return actor_->init(*this);
+  });
+  if (!s.ok()) return on_failure(absl::StrCat("init: ", s.ToString()));
+  state_.store(ActorState::kIdle, std::memory_order_release);
+  return true;
+}
 
-  absl::StatusOr<ActorStatus> wait(absl::Duration timeout) override {
-    absl::MutexLock lock(&mu_);
-    auto done = [this] { return is_terminal(state_.load(std::memory_order_acquire)); };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("actor ", addr().id.to_string(), " still ",
-                       sv(to_string(state_.load())), " after ", absl::FormatDuration(timeout)));
-    }
-    return ActorStatus{state_.load(), reason_};
-  }
-
-  // --- PortSink: any thread ---
-  void deliver(EnvelopePtr env) override {
-    queued_.fetch_add(1, std::memory_order_relaxed);
-    queue_.push(env.release());
-    wake();
-  }
-
-  // R-ACT-7: the last slice has ended; the cell may be freed.
-  bool finished() const override { return finished_.load(std::memory_order_acquire); }
-
-  runtime::SinkInfo info() const override {
-    return runtime::SinkInfo{std::string(to_string(state_.load(std::memory_order_relaxed))),
-                             queued_.load(std::memory_order_relaxed)};
-  }
-
-  // --- Schedulable: one runner at a time ---
-  // After a call that terminated the cell, nothing here touches it again (R-ACT-7).
-  void run_slice(size_t budget) override {
-    ActorState s = state_.load(std::memory_order_acquire);
-    if (is_terminal(s)) return;  // not reached: a terminated cell is never scheduled again
-    if (s == ActorState::kCreated) {
-      if (!run_init()) return;
-    }
-    for (size_t n = 0; n < budget; ++n) {
-      MessageEnvelope* raw = queue_.pop();
-      if (raw == nullptr) break;
-      queued_.fetch_sub(1, std::memory_order_relaxed);
-      if (!process(EnvelopePtr(raw))) return;
-    }
-    // R-ACT-5: finish stopping only when no delivery is between its admission and this queue
-    // (checked before the queue: a delivery leaves `admitting` after its push). Otherwise
-    // release() makes the cell runnable again and the next slice handles what was admitted.
-    if (stop_requested() && !mailbox_->admitting() && !queue_.maybe_nonempty()) {
-      terminate(ActorState::kStopped, {});
-      return;
-    }
-    release();
-  }
-
- private:
-  bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
-
-  // Makes the cell runnable unless it already is.
-  void wake() {
-    if (!scheduled_.exchange(true, std::memory_order_acq_rel)) proc_.scheduler().schedule(this);
-  }
-
-  // Ends a slice: runnable again only if work arrived meanwhile.
-  void release() {
-    if (queue_.maybe_nonempty()) {
-      proc_.scheduler().schedule(this);
-      return;
-    }
-    scheduled_.store(false, std::memory_order_seq_cst);
-    if (queue_.maybe_nonempty() || (stop_requested() && !is_terminal(state_.load()))) wake();
-  }
-
-  // False when init failed and the cell terminated.
-  bool run_init() {
-    state_.store(ActorState::kInitializing, std::memory_order_release);
-    absl::Status s = guarded([&] { return actor_->init(*this); });
-    if (!s.ok()) {
-      terminate(ActorState::kFailed, absl::StrCat("init: ", s.ToString()));
-      return false;
-    }
-    state_.store(ActorState::kIdle, std::memory_order_release);
-    return true;
-  }
-
-  // False when the handler failed and the cell terminated.
-  bool process(EnvelopePtr env) {
-    state_.store(ActorState::kProcessing, std::memory_order_relaxed);
-    current_ = env.get();
-    DispatchFn fn = type_.find(env->data().type_hash());
-    absl::Status s = fn == nullptr ? absl::InternalError("no handler for a bound port")
-                                   : guarded([&] { return fn(*actor_, *this, env->data()); });
-    current_ = nullptr;
-    if (!s.ok()) {  // R-ACT-3
-      terminate(ActorState::kFailed, s.ToString());
-      return false;
-    }
+// False when the handler failed and the slice ended (the cell terminated or restarts).
+bool ActorCell::process(EnvelopePtr env) {
+  state_.store(ActorState::kProcessing, std::memory_order_relaxed);
+  if (env->dest().id.port.kind() == runtime::Port::Kind::kEphemeral) {  // R-ACT-10
+    if (!complete_reply(std::move(env))) return false;
     state_.store(ActorState::kIdle, std::memory_order_relaxed);
     return true;
   }
-
-  template <class F>
-  static absl::Status guarded(F&& f) {
-    try {
-      return f();
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("exception escaped a handler: ", e.what()));
-    } catch (...) {
-      return absl::InternalError("exception of unknown type escaped a handler");
-    }
+  const uint64_t hash = env->data().type_hash();
+  if ((hash == wire::type_hash<SupervisionEvent>() &&
+       !supervise(*env->data().get<SupervisionEvent>())) ||
+      (hash == wire::type_hash<Down>() && !accept_down(*env->data().get<Down>()))) {
+    state_.store(ActorState::kIdle, std::memory_order_relaxed);
+    return true;
   }
-
-  // The cell's last slice ends here: the caller returns without touching the cell.
-  void terminate(ActorState final_state, std::string error) {
-    for (const std::weak_ptr<ActorCell>& weak : children_) {  // R-ACT-3
-      if (std::shared_ptr<ActorCell> child = weak.lock()) child->stop("parent stopped");
-    }
-    children_.clear();
-    const bool failed = final_state == ActorState::kFailed;
-    ActorStatus status;
-    {
-      absl::MutexLock lock(&mu_);
-      if (failed) reason_ = std::move(error);
-      if (reason_.empty()) reason_ = "stopped";
-      // R-ACT-6: later sends, and the queued envelopes returned below, carry the reason.
-      mailbox_->close(failed ? MailboxState::kFailed : MailboxState::kStopped, reason_);
-      state_.store(final_state, std::memory_order_release);
-      status = ActorStatus{final_state, reason_};
-    }
-    absl::Status stopped = guarded([&] {
-      actor_->on_stop(*this, status);
-      return absl::OkStatus();
-    });
-    if (!stopped.ok()) {
-      Logger::actors().error(
-          absl::StrCat("on_stop of ", self_addr().id.to_string(), ": ", stopped.ToString()));
-    }
-    if (failed) report_failure(status.reason);
-    actor_.reset();
-    // R-ACT-7: deliveries admitted before the close may still be pushing; wait for them (they
-    // do not block), so the backlog returned below is complete and nothing wakes the cell later.
-    while (mailbox_->admitting()) std::this_thread::yield();
-    return_queued();
-    // `scheduled_` stays true: a stray wake() can never schedule this cell again.
-    finished_.store(true, std::memory_order_release);  // the last write: the cell may be freed
+  current_ = env.get();
+  DispatchFn fn = type_.find(hash);
+  absl::Status s = fn == nullptr ? absl::InternalError("no handler for a bound port")
+                                 : guarded([&] { return fn(*actor_, *this, env->data()); });
+  current_ = nullptr;
+  std::optional<wire::Any> stashed = std::exchange(stash_data_, std::nullopt);
+  if (!s.ok()) return on_failure(s.ToString());  // R-ACT-3, R-SUP-1
+  if (stashed) {  // kept, with its envelope, until unstash_all
+    env->data() = *std::move(stashed);
+    stash_.push_back(std::move(env));
   }
+  state_.store(ActorState::kIdle, std::memory_order_relaxed);
+  return true;
+}
 
-  void report_failure(const std::string& error) {
-    if (parent_) {
-      // R-ACT-3: the parent hears of it as a message on its supervision port.
-      auto env = MessageEnvelope::make(
-          self_addr(), parent_->port(runtime::Port::handler(
-                           wire::type_hash<SupervisionEvent>())),
-          wire::Any::make(SupervisionEvent{self_addr(), error}), proc_.default_ttl());
-      proc_.send(std::move(env));
-      return;
-    }
+EnvelopePtr ActorCell::next_message() {
+  if (!replay_.empty()) {
+    EnvelopePtr env = std::move(replay_.back());
+    replay_.pop_back();
+    return env;
+  }
+  MessageEnvelope* raw = queue_.pop();
+  if (raw != nullptr) queued_.fetch_sub(1, std::memory_order_relaxed);
+  return EnvelopePtr(raw);
+}
+
+absl::Status ActorCell::stash_current(uint64_t type_hash, wire::Any message) {
+  if (current_ == nullptr) {
+    return absl::FailedPreconditionError("stash keeps the message being handled; none is");
+  }
+  if (type_hash != current_->data().type_hash()) {
+    return absl::InvalidArgumentError("stash takes the message being handled, of its own type");
+  }
+  if (stash_data_) return absl::FailedPreconditionError("this message is stashed already");
+  stash_data_ = std::move(message);
+  return absl::OkStatus();
+}
+
+void ActorCell::unstash_all() {
+  // Oldest first, ahead of what was unstashed before (replay_'s next is its back).
+  for (auto it = stash_.rbegin(); it != stash_.rend(); ++it) replay_.push_back(std::move(*it));
+  stash_.clear();
+}
+
+void ActorCell::stop_children(const std::string& reason) {
+  for (const std::weak_ptr<ActorCell>& weak : children_) {  // R-ACT-3
+    if (std::shared_ptr<ActorCell> child = weak.lock()) child->stop(reason);
+  }
+  children_.clear();
+}
+
+void ActorCell::run_on_stop(const ActorStatus& status) {
+  if (!actor_) return;  // re-creating it failed (R-SUP-1)
+  absl::Status stopped = guarded([&] {
+    actor_->on_stop(*this, status);
+    return absl::OkStatus();
+  });
+  if (!stopped.ok()) {
     Logger::actors().error(
-        absl::StrCat("root actor ", self_addr().id.to_string(), " failed: ", error));
+        absl::StrCat("on_stop of ", self_addr().id.to_string(), ": ", stopped.ToString()));
   }
+}
 
-  // Envelopes still queued when the actor ended go back to their senders, never vanish.
-  void return_queued() {
-    const InvalidReason reason = state_.load() == ActorState::kFailed
-                                     ? InvalidReason::kActorFailed
-                                     : InvalidReason::kActorStopped;
-    std::string why;  // R-ACT-6: the error (or stop reason), computed once per backlog
-    while (MessageEnvelope* raw = queue_.pop()) {
-      queued_.fetch_sub(1, std::memory_order_relaxed);
-      if (why.empty()) why = mailbox_->closed_detail();
-      EnvelopePtr env(raw);
-      std::string target = env->dest().to_string();
-      MessageEnvelope::undeliverable(
-          std::move(env), DeliveryFailure::invalid_reference(std::move(target), reason, why),
-          proc_);
-    }
+// The cell's last slice ends here: the caller returns without touching the cell.
+void ActorCell::terminate(ActorState final_state, std::string error) {
+  cancel_timers();  // R-SUP-3
+  drop_replies();   // R-ACT-10: no reply reaches the queue after this
+  stop_children("parent stopped");
+  const bool failed = final_state == ActorState::kFailed;
+  ActorStatus status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (failed) reason_ = std::move(error);
+    if (reason_.empty()) reason_ = "stopped";
+    // R-ACT-6: later sends, and the queued envelopes returned below, carry the reason.
+    mailbox_->close(failed ? MailboxState::kFailed : MailboxState::kStopped, reason_);
+    state_.store(final_state, std::memory_order_release);
+    status = ActorStatus{final_state, reason_};
   }
+  notify_watchers(status);  // R-SUP-2
+  end_watches();
+  run_on_stop(status);
+  if (failed) report(SupervisionEvent{self_addr(), status.reason, false, 0});
+  actor_.reset();
+  {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;  // wait() returns
+  }
+  // R-ACT-7: deliveries admitted before the close may still be pushing; wait for them (they
+  // do not block), so the backlog returned below is complete and nothing wakes the cell later.
+  while (mailbox_->admitting()) std::this_thread::yield();
+  return_queued();
+  // `scheduled_` stays true: a stray wake() can never schedule this cell again.
+  finished_.store(true, std::memory_order_release);  // the last write: the cell may be freed
+}
 
-  runtime::Proc& proc_;
-  std::optional<runtime::ActorAddr> parent_;  // where SupervisionEvents go (R-ACT-3)
-  std::unique_ptr<Actor> actor_;
-  const ActorType& type_;
-  runtime::Mailbox* mailbox_ = nullptr;  // owns this cell
-  std::weak_ptr<runtime::Mailbox> weak_mailbox_;
-  runtime::ActorAddr addr_;
-  runtime::MpscQueue queue_;
-  std::atomic<bool> scheduled_{false};
-  std::atomic<uint64_t> queued_{0};
-  std::atomic<ActorState> state_{ActorState::kCreated};
-  const MessageEnvelope* current_ = nullptr;
-  std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
-  size_t prune_at_ = 64;
-  std::atomic<bool> finished_{false};
+void ActorCell::report(SupervisionEvent event) {
+  event.parent_incarnation = parent_incarnation_;
+  if (parent_) {
+    // R-ACT-3: the parent hears of it as a message on its supervision port.
+    auto env = MessageEnvelope::make(
+        self_addr(), parent_->port(runtime::Port::handler(wire::type_hash<SupervisionEvent>())),
+        wire::Any::make(std::move(event)), proc_.default_ttl());
+    proc_.send(std::move(env));
+    return;
+  }
+  if (event.restarting) return;  // logged by restart()
+  Logger::actors().error(
+      absl::StrCat("root actor ", self_addr().id.to_string(), " failed: ", event.error));
+}
 
-  mutable absl::Mutex mu_;
-  std::atomic<bool> stop_requested_{false};
-  std::string reason_ ABSL_GUARDED_BY(mu_);
-};
+// Envelopes still queued when the actor ended go back to their senders, never vanish.
+void ActorCell::return_queued() {
+  const InvalidReason reason = state_.load() == ActorState::kFailed ? InvalidReason::kActorFailed
+                                                                    : InvalidReason::kActorStopped;
+  std::string why;  // R-ACT-6: the error (or stop reason), computed once per backlog
+  unstash_all();
+  while (EnvelopePtr env = next_message()) return_one(std::move(env), reason, why);
+}
 
-}  // namespace
-
-namespace internal {
+void ActorCell::return_one(EnvelopePtr env, InvalidReason reason, std::string& why) {
+  if (why.empty()) why = mailbox_->closed_detail();
+  std::string target = env->dest().to_string();
+  MessageEnvelope::undeliverable(
+      std::move(env), DeliveryFailure::invalid_reference(std::move(target), reason, why), proc_);
+}
 
 absl::StatusOr<std::shared_ptr<ActorControl>> spawn_cell(runtime::Proc& proc, Context* parent,
                                                          runtime::Uid uid,
                                                          std::unique_ptr<Actor> actor,
-                                                         const ActorType& type) {
+                                                         const ActorType& type,
+                                                         const SpawnOptions& options,
+                                                         ActorMaker remake) {
   if (absl::Status s = runtime::Mailbox::validate(type.ports); !s.ok()) return s;
-  auto* parent_cell = static_cast<ActorCell*>(parent);
+  auto* parent_cell = options.detached ? nullptr : static_cast<ActorCell*>(parent);
+  if (absl::Status s = check_supervision(options, parent_cell != nullptr, remake != nullptr);
+      !s.ok()) {
+    return s;
+  }
   std::optional<runtime::ActorAddr> parent_addr;
   if (parent_cell != nullptr) parent_addr = parent_cell->addr();
-  auto cell = std::make_shared<ActorCell>(proc, std::move(parent_addr), std::move(actor), type);
+  auto cell = std::make_shared<ActorCell>(proc, std::move(parent_addr), std::move(actor), type,
+                                          options, std::move(remake));
   auto mailbox = std::make_shared<runtime::Mailbox>(proc, proc.actor_addr(std::move(uid)),
                                                     &type.ports, cell);
   cell->bind(mailbox);
   if (absl::Status s = proc.attach(mailbox); !s.ok()) return s;
-  if (parent_cell != nullptr) parent_cell->add_child(cell);
+  if (parent_cell != nullptr) {
+    cell->set_parent_incarnation(parent_cell->incarnation());
+    parent_cell->add_child(cell);
+  }
   cell->start();
   return std::shared_ptr<ActorControl>(cell, static_cast<ActorControl*>(cell.get()));
 }
 
-}  // namespace internal
-}  // namespace postal::actors
+}  // namespace postal::actors::internal

@@ -68,6 +68,13 @@ void Mailbox::close_port(uint64_t index) {
   table->ports.erase(index);
 }
 
+void Mailbox::close_ephemeral_ports() {
+  EphemeralTable* table = ephemeral_.load(std::memory_order_acquire);
+  if (table == nullptr) return;
+  absl::MutexLock lock(&table->mu);
+  table->ports.clear();
+}
+
 PortAddr Mailbox::port_addr(Port port) const { return owner_.port(port); }
 
 void Mailbox::set_state(MailboxState s) { state_.store(s, std::memory_order_seq_cst); }

@@ -46,12 +46,15 @@ Proc::Proc(ProcOptions options)
       scheduler_(options.scheduler),
       forwarder_(&no_route_),
       clock_(std::move(options.clock)),
-      tombstone_grace_(std::max(options.tombstone_grace, absl::ZeroDuration())) {
+      tombstone_grace_(std::max(options.tombstone_grace, absl::ZeroDuration())),
+      timers_([this] { return now(); }, !options.scheduler.manual) {
   disable_mutex_deadlock_detection();
+  if (scheduler_.manual()) scheduler_.set_before_step([this] { timers_.fire_due(); });
   scheduler_.start();
 }
 
 Proc::~Proc() {
+  timers_.stop();  // no callback posts into a proc being torn down
   scheduler_.stop();
   // Destroying a mailbox can close others (an actor that owns a Client closes its mailbox), which
   // calls back into this proc (tombstoned, sends): empty the muxer while every member is alive

@@ -337,6 +337,7 @@ SchedulerStats Scheduler::stats() const {
 
 bool Scheduler::step() {
   boost::this_fiber::yield();  // resumed waiters finish what they were doing first
+  if (before_step_) before_step_();
   Schedulable* s = pop_inject();
   if (s == nullptr) return false;
   auto done = std::make_shared<bool>(false);

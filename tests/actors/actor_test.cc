@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "postal/postal.h"
 #include "support/proc_client.h"
+#include "support/virtual_time_proc.h"
 
 namespace {
 
@@ -389,21 +390,18 @@ struct Brief : Actor, Handles<Note, Boom> {
 };
 
 // A deterministic proc whose clock the test moves, with the given tombstone grace.
-struct ClockedFixture {
-  absl::Time now = absl::FromUnixSeconds(1'000'000);
-  Fixture f;
-  explicit ClockedFixture(absl::Duration grace) : f(options(grace, &now)) {}
-  static ProcOptions options(absl::Duration grace, const absl::Time* now) {
+struct ClockedFixture : test_support::VirtualTimeProc {
+  explicit ClockedFixture(absl::Duration grace) : VirtualTimeProc(options(grace)) {}
+  static ProcOptions options(absl::Duration grace) {
     ProcOptions o = ProcOptions::deterministic();
     o.tombstone_grace = grace;
-    o.clock = [now] { return *now; };
     return o;
   }
 };
 
 TEST(Actor, R_ACT_7_ATombstoneIsReapedAfterItsGraceAndItsNameIsFree) {
   ClockedFixture c(absl::Minutes(1));
-  Fixture& f = c.f;
+  test_support::ProcWithClient& f = c.pc;
   std::vector<int> seen;
   auto stopped = *spawn<Recorder>(f.proc, "stopped", &seen);
   auto failed = *spawn<Recorder>(f.proc, "failed", &seen);
@@ -413,7 +411,7 @@ TEST(Actor, R_ACT_7_ATombstoneIsReapedAfterItsGraceAndItsNameIsFree) {
   ASSERT_EQ(stopped.status().state, ActorState::kStopped);
   ASSERT_EQ(failed.status().state, ActorState::kFailed);
 
-  c.now += absl::Seconds(59);  // within the grace: tombstones
+  *c.now += absl::Seconds(59);  // within the grace: tombstones
   stopped.ref().send(*f.client, Note{1});
   EXPECT_EQ(root_of_next_return(*f.client).invalid, InvalidReason::kActorStopped);
   failed.ref().send(*f.client, Note{2});
@@ -422,7 +420,7 @@ TEST(Actor, R_ACT_7_ATombstoneIsReapedAfterItsGraceAndItsNameIsFree) {
             absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(f.proc.mailbox_count(), 3u);
 
-  c.now += absl::Seconds(2);  // past it: gone, even before anything sweeps
+  *c.now += absl::Seconds(2);  // past it: gone, even before anything sweeps
   stopped.ref().send(*f.client, Note{3});
   EXPECT_EQ(root_of_next_return(*f.client).invalid, InvalidReason::kActorNotExist);
   failed.ref().send(*f.client, Note{4});
@@ -442,22 +440,22 @@ TEST(Actor, R_ACT_7_ZeroGraceReapsAtOnceAndAnInfiniteOneNever) {
   {
     ClockedFixture c(absl::ZeroDuration());
     std::vector<int> seen;
-    auto a = *spawn<Recorder>(c.f.proc, "rec", &seen);
+    auto a = *spawn<Recorder>(c.pc.proc, "rec", &seen);
     a.stop();
-    c.f.proc.scheduler().run_until_idle();
-    a.ref().send(*c.f.client, Note{1});
-    EXPECT_EQ(root_of_next_return(*c.f.client).invalid, InvalidReason::kActorNotExist);
+    c.pc.proc.scheduler().run_until_idle();
+    a.ref().send(*c.pc.client, Note{1});
+    EXPECT_EQ(root_of_next_return(*c.pc.client).invalid, InvalidReason::kActorNotExist);
   }
   {
     ClockedFixture c(absl::InfiniteDuration());
     std::vector<int> seen;
-    auto a = *spawn<Recorder>(c.f.proc, "rec", &seen);
+    auto a = *spawn<Recorder>(c.pc.proc, "rec", &seen);
     a.stop();
-    c.f.proc.scheduler().run_until_idle();
-    c.now += absl::Hours(24 * 365);
-    EXPECT_EQ(c.f.proc.reap_tombstones(), 0u);
-    a.ref().send(*c.f.client, Note{1});
-    EXPECT_EQ(root_of_next_return(*c.f.client).invalid, InvalidReason::kActorStopped);
+    c.pc.proc.scheduler().run_until_idle();
+    *c.now += absl::Hours(24 * 365);
+    EXPECT_EQ(c.pc.proc.reap_tombstones(), 0u);
+    a.ref().send(*c.pc.client, Note{1});
+    EXPECT_EQ(root_of_next_return(*c.pc.client).invalid, InvalidReason::kActorStopped);
   }
 }
 
@@ -465,7 +463,7 @@ TEST(Actor, R_ACT_7_ZeroGraceReapsAtOnceAndAnInfiniteOneNever) {
 // tombstones still in their grace, not every actor that ever lived.
 TEST(Actor, R_ACT_7_ChurningTwoHundredThousandActorsKeepsTheMuxerBounded) {
   ClockedFixture c(absl::Seconds(10));
-  Fixture& f = c.f;
+  test_support::ProcWithClient& f = c.pc;
   std::atomic<int> started{0};
   size_t most = 0;
   constexpr int kCycles = 200'000;
@@ -477,7 +475,7 @@ TEST(Actor, R_ACT_7_ChurningTwoHundredThousandActorsKeepsTheMuxerBounded) {
     ASSERT_TRUE(a.ok()) << "cycle " << i << ": " << a.status();
     a->stop();
     f.proc.scheduler().run_until_idle();
-    c.now += absl::Seconds(1);  // each tombstone lives ten cycles
+    *c.now += absl::Seconds(1);  // each tombstone lives ten cycles
     most = std::max(most, f.proc.mailbox_count());
   }
   EXPECT_EQ(started.load(), kCycles);
@@ -500,7 +498,7 @@ struct Churner : Actor, Handles<Note> {
 
 TEST(Actor, R_ACT_7_ChildrenOfALongLivedParentAreReaped) {
   ClockedFixture c(absl::ZeroDuration());
-  Fixture& f = c.f;
+  test_support::ProcWithClient& f = c.pc;
   std::atomic<int> started{0};
   auto parent = *spawn<Churner>(f.proc, "parent", &started);
   size_t most = 0;

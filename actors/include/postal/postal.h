@@ -5,6 +5,8 @@
 #include "postal/actors/actor_handle.h"
 #include "postal/actors/actor_ref.h"
 #include "postal/actors/context.h"
+#include "postal/actors/down.h"
+#include "postal/actors/supervision.h"
 #include "postal/runtime/client.h"
 #include "postal/runtime/port.h"
 #include "postal/runtime/proc.h"
@@ -19,9 +21,14 @@ using actors::ActorRef;
 using actors::ActorState;
 using actors::ActorStatus;
 using actors::Context;
+using actors::Down;
 using actors::Handler;
 using actors::Handles;
+using actors::RestartPolicy;
 using actors::spawn;
+using actors::SpawnOptions;
+using actors::Supervision;
+using actors::SupervisionEvent;
 using runtime::Client;
 using runtime::OncePortRef;
 using runtime::PortRef;

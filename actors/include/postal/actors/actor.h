@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "postal/actors/actor_status.h"
+#include "postal/actors/down.h"
 #include "postal/actors/supervision_event.h"
 #include "postal/runtime/message_envelope.h"
 
@@ -47,7 +48,8 @@ class Actor {
 
   // Runs once before the first message; an error fails the actor.
   virtual absl::Status init(Context&) { return absl::OkStatus(); }
-  // Runs once when the actor reaches Stopped or Failed.
+  // Runs once when the actor reaches Stopped or Failed, or — supervised with a restart policy —
+  // when this incarnation failed and is about to be replaced (R-SUP-1).
   virtual void on_stop(Context&, const ActorStatus&) {}
 
   // R-FAIL-5: dispatches on the root failure to the hooks below.
@@ -60,6 +62,14 @@ class Actor {
 
   // R-ACT-3: a child failed. The default fails this actor too.
   virtual absl::Status on_child_failed(Context& cx, const SupervisionEvent& event);
+  // R-SUP-2: an actor this one watches stopped or failed (see down.h). The default does nothing.
+  virtual absl::Status on_down(Context&, const Down&) { return absl::OkStatus(); }
+
+  // R-SUP-1: a child supervised with a restart policy failed and is being restarted (its
+  // strategy decided it; nothing to do). The default does nothing.
+  virtual absl::Status on_child_restarted(Context&, const SupervisionEvent&) {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace postal::actors

@@ -5,6 +5,12 @@
 // failed, …) as its absl::Status instead of returning the envelope later (runtime/port.h).
 // `port<M>()` gives the PortRef to hand to others. A reference made in the actor's own process
 // carries the resolved mailbox, so local sends skip the muxer lookup.
+//
+// The class template itself is unconstrained, so an actor may hold an `ActorRef` to its own
+// class (a member of `A` names `ActorRef<A>` while `A` is still incomplete); what `A` handles is
+// checked where a message is sent, when `A` is complete. (Constraining the class made GCC check
+// `ActorClass<A>` on the incomplete type — an error — and cache the failure, so later, unrelated
+// uses of `ActorRef<A>` in the same file broke far from the cause.)
 #pragma once
 
 #include <memory>
@@ -14,7 +20,7 @@
 
 namespace postal::actors {
 
-template <ActorClass A>
+template <class A>
 class ActorRef {
  public:
   ActorRef() = default;

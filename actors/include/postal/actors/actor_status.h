@@ -2,6 +2,9 @@
 //
 //   Created → Initializing → Idle ⇄ Processing → Stopping → Stopped(reason) | Failed(error)
 //
+// Supervised with a restart policy (R-SUP-1), a failure leads to Restarting (the backoff) and
+// then Initializing again, in the same cell, instead of Failed.
+//
 // Stopped and Failed are terminal; an actor in either stays known to its proc as a tombstone
 // (R-ACT-4), so later sends fail with ActorStopped / ActorFailed rather than ActorNotExist.
 #pragma once
@@ -17,6 +20,7 @@ enum class ActorState : uint8_t {
   kInitializing,
   kIdle,
   kProcessing,
+  kRestarting,
   kStopping,
   kStopped,
   kFailed,

@@ -1,7 +1,7 @@
 // ActorType: the per-type table an actor is spawned with (actors internal).
 //
 // Built once per actor class from its `handled_messages`: the handler ports its mailbox binds
-// (plus the built-in UndeliverableEnvelope and SupervisionEvent ports) and, for each, the thunk
+// (plus the built-in UndeliverableEnvelope, Down and SupervisionEvent ports) and, for each, the thunk
 // that calls the right `Handler<M>::handle`.
 #pragma once
 

@@ -1,4 +1,19 @@
-// Context: what a handler can do — send as this actor, spawn children, make requests, stop.
+// Context: what a handler can do — send as this actor, spawn children, make requests, set
+// timers, stop.
+//
+// Timers (R-SUP-3) belong to the actor that set them: `send_after(delay, to, m)` sends `m` to
+// `to` as this actor once `delay` has passed, `send_every(period, to, m)` every `period` (the
+// first after one period); `cancel(handle)` stops one (true when it was still pending). All of an
+// actor's timers are cancelled when it is asked to stop, when it ends, and when it restarts
+// (R-SUP-1). Time is the proc's clock: virtual on a deterministic proc (advance the clock, then
+// step). The message is copied for each firing.
+//
+// Stash (what CAF's `skip` and Akka's Stash give): a handler not ready for its message gives it
+// back with `cx.stash(std::move(m))` and returns OK; the message is kept with its envelope
+// (sender, headers) and handled again after `cx.unstash_all()`, before anything newer, in the
+// order stashed. A restart (R-SUP-1) unstashes everything for the new incarnation; when the actor
+// ends, stashed messages go back to their senders like any unhandled ones (ActorStopped /
+// ActorFailed). The stash is not bounded: it holds what the actor chose to keep.
 //
 // A Context is handed to every handler and hook; it is valid during that call. It is a
 // runtime::SendContext, so ports and actor refs send "as" this actor: the envelope's sender is
@@ -13,11 +28,25 @@
 #include "absl/status/statusor.h"
 #include "postal/actors/actor_handle.h"
 #include "postal/actors/actor_type.h"
+#include "postal/actors/pending_request.h"
+#include "postal/runtime/port.h"
 #include "postal/runtime/send_context.h"
 
 namespace postal::actors {
 
-class Context : public runtime::SendContext {
+// Names one timer of one actor (R-SUP-3); default: no timer.
+class TimerHandle {
+ public:
+  TimerHandle() = default;
+  explicit TimerHandle(uint64_t id) : id_(id) {}
+  bool valid() const { return id_ != 0; }
+  uint64_t id() const { return id_; }
+
+ private:
+  uint64_t id_ = 0;
+};
+
+class Context : public runtime::SendContext, public internal::ReplyPorts {
  public:
   // The envelope being handled (nullptr in init / on_stop).
   virtual const runtime::MessageEnvelope* envelope() const = 0;
@@ -27,22 +56,77 @@ class Context : public runtime::SendContext {
   virtual void stop(std::string reason = "stopped") = 0;
 
   // Spawns a child named `name` (a label; the child's uid is a fresh instance with that label).
-  // The child stops when this actor stops or fails; its failure reaches `on_child_failed`.
+  // The child stops when this actor stops or fails; its failure reaches `on_child_failed`
+  // (escalate, R-ACT-3).
   template <ActorClass A, class... Args>
   absl::StatusOr<ActorHandle<A>> spawn(std::string_view name, Args&&... args) {
+    return spawn<A>(SpawnOptions{}, name, std::forward<Args>(args)...);
+  }
+  // The same with a supervision strategy (R-SUP-1) or detached (supervision.h).
+  template <ActorClass A, class... Args>
+  absl::StatusOr<ActorHandle<A>> spawn(const SpawnOptions& options, std::string_view name,
+                                       Args&&... args) {
     absl::StatusOr<runtime::Label> label = runtime::Label::parse(name);
     if (!label.ok()) return label.status();
-    absl::StatusOr<std::shared_ptr<ActorControl>> control = internal::spawn_cell(
-        proc(), this, runtime::Uid::random(*label),
-        std::make_unique<A>(std::forward<Args>(args)...), actor_type<A>());
+    absl::StatusOr<std::shared_ptr<ActorControl>> control = internal::spawn_as<A>(
+        proc(), this, runtime::Uid::random(*label), options, std::forward<Args>(args)...);
     if (!control.ok()) return control.status();
     return ActorHandle<A>(*std::move(control));
   }
+
+  // R-SUP-3 (see the header comment).
+  template <wire::RegisteredMessage M>
+    requires std::copy_constructible<M>
+  TimerHandle send_after(absl::Duration delay, const runtime::PortRef<M>& to, M message) {
+    return start_timer(delay, absl::ZeroDuration(), timer_envelope(to, std::move(message)));
+  }
+  template <wire::RegisteredMessage M>
+    requires std::copy_constructible<M>
+  TimerHandle send_every(absl::Duration period, const runtime::PortRef<M>& to, M message) {
+    return start_timer(period, period, timer_envelope(to, std::move(message)));
+  }
+  virtual bool cancel(TimerHandle timer) = 0;
+
+  // R-SUP-2 (down.h): watch a local actor; exactly one Down reaches `on_down` when it ends.
+  virtual absl::Status watch(const runtime::ActorAddr& who) = 0;
+  // True when `who` was watched; no Down for it arrives afterwards.
+  virtual bool unwatch(const runtime::ActorAddr& who) = 0;
+
+  // R-ACT-10: event-based request/reply (pending_request.h): `.then(fn)` sends, nothing blocks.
+  template <wire::RegisteredMessage Req>
+    requires requires(Req r) { r.reply_to; typename Req::Reply; }
+  PendingRequest<Req> request(runtime::PortRef<Req> to, Req req, absl::Duration timeout) {
+    return PendingRequest<Req>(*this, *this, std::move(to), std::move(req), timeout);
+  }
+
+  // Stash (see the header comment). Only the message being handled, of its own type, once.
+  template <wire::RegisteredMessage M>
+  absl::Status stash(M message) {
+    return stash_current(wire::type_hash<M>(), wire::Any::make(std::move(message)));
+  }
+  virtual void unstash_all() = 0;
+  virtual size_t stashed() const = 0;
 
   // The ActorRef of this actor, typed as A (A must be this actor's class).
   template <ActorClass A>
   ActorRef<A> self() {
     return ActorRef<A>(self_addr(), mailbox());
+  }
+
+ protected:
+  virtual absl::Status stash_current(uint64_t type_hash, wire::Any message) = 0;
+  using EnvelopeMaker = std::function<runtime::EnvelopePtr()>;
+  // `period` zero: once. The maker runs on the timer's thread at each firing.
+  virtual TimerHandle start_timer(absl::Duration delay, absl::Duration period,
+                                  EnvelopeMaker make) = 0;
+
+ private:
+  template <class M>
+  EnvelopeMaker timer_envelope(const runtime::PortRef<M>& to, M message) {
+    return [from = self_addr(), dest = to.addr(), ttl = proc().default_ttl(),
+            message = std::move(message)] {
+      return runtime::MessageEnvelope::make(from, dest, wire::Any::make(M(message)), ttl);
+    };
   }
 };
 

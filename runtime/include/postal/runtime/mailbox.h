@@ -73,6 +73,9 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   // reference: when the receiver goes away, sends get PortGone.
   uint64_t open_port(uint64_t type_hash, DecodeFn decode, std::weak_ptr<PortSink> sink, bool once);
   void close_port(uint64_t index);
+  // R-SUP-1: closes every ephemeral port allocated so far (an actor's incarnation ended): later
+  // sends to them get PortGone; indices stay used (R-PORT-1).
+  void close_ephemeral_ports();
   PortAddr port_addr(Port port) const;
 
   MailboxState state() const { return state_.load(std::memory_order_acquire); }
@@ -97,6 +100,9 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   void detach_handler_sink();
   // What the handler sink (the actor) reports about itself.
   SinkInfo sink_info() const { return sink_owner_ ? sink_owner_->info() : SinkInfo{}; }
+  // The handler sink, set at construction for the mailbox's life (an actor's cell; null for a
+  // client). The actors layer reaches a local actor's cell through it (R-SUP-2 watches).
+  const std::shared_ptr<PortSink>& handler_sink_owner() const { return sink_owner_; }
 
   void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
 

@@ -44,6 +44,7 @@
 #include "postal/runtime/mailbox_sender.h"
 #include "postal/runtime/proc_stats.h"
 #include "postal/runtime/scheduler.h"
+#include "postal/runtime/timers.h"
 
 namespace postal::runtime {
 
@@ -56,7 +57,9 @@ struct ProcOptions {
   // R-ACT-7: how long a stopped or failed actor stays a tombstone. Zero reaps it as soon as it
   // closes; absl::InfiniteDuration() keeps tombstones for the proc's life.
   absl::Duration tombstone_grace = absl::Seconds(10);
-  // The proc's clock (R-ACT-7 tombstone ages); empty means absl::Now. Tests hand in their own.
+  // The proc's clock (R-ACT-7 tombstone ages, R-SUP-3 timers, R-SUP-1 restart windows and
+  // backoff); empty means absl::Now. Tests hand in their own (virtual time on a deterministic
+  // proc: advance it, then step).
   std::function<absl::Time()> clock;
 
   // `workers` threads (0: one per core).
@@ -95,6 +98,8 @@ class Proc final : public MailboxSender, public ReturnHandle {
   const ProcAddr& addr() const { return addr_; }
   const Location& location() const { return addr_.location; }
   Scheduler& scheduler() { return scheduler_; }
+  // R-SUP-3: the proc's timers, on its clock (fired before each step on a deterministic proc).
+  Timers& timers() { return timers_; }
   uint8_t default_ttl() const { return default_ttl_; }
 
   // The sender for envelopes addressed to other procs. Not owned; nullptr restores NoRoute.
@@ -163,6 +168,7 @@ class Proc final : public MailboxSender, public ReturnHandle {
 
   std::function<absl::Time()> clock_;
   absl::Duration tombstone_grace_;
+  Timers timers_;
 
   mutable absl::Mutex muxer_mu_;
   absl::flat_hash_map<Uid, std::shared_ptr<Mailbox>> muxer_ ABSL_GUARDED_BY(muxer_mu_);

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -96,6 +97,10 @@ class Scheduler {
   // Manual mode: steps until nothing is runnable or `max_steps` ran; returns the steps run.
   size_t run_until_idle(size_t max_steps = SIZE_MAX);
 
+  // Manual mode: runs at the start of every `step()` (the proc fires its due timers there, so
+  // virtual time moves when the test advances its clock and steps; R-SUP-3).
+  void set_before_step(std::function<void()> fn) { before_step_ = std::move(fn); }
+
   bool manual() const { return options_.manual; }
   // Manual mode: true while a `step()` runs a slice (so inside a handler that it runs).
   bool stepping() const { return stepping_fiber_.has_value(); }
@@ -145,6 +150,7 @@ class Scheduler {
   std::vector<PortSink*> waiters_ ABSL_GUARDED_BY(waiters_mu_);
 
   // Manual mode.
+  std::function<void()> before_step_;
   std::optional<boost::fibers::fiber::id> stepping_fiber_;
   bool stepping_blocked_ = false;
 

@@ -1,0 +1,37 @@
+// Down: what a watcher receives, exactly once, when an actor it watches stops or fails
+// (R-SUP-2, local part).
+//
+//   absl::Status init(Context& cx) override { return cx.watch(other.addr()); }
+//   absl::Status on_down(Context& cx, const Down& d) override { ... d.who, d.reason ... }
+//
+// `Context::watch(addr)` watches a local actor (of this proc): when it stops or fails, the
+// watcher's `Actor::on_down` runs with its address, the stop reason or the error, and whether it
+// failed. Watching an actor that already ended (a tombstone) or does not exist gives Down at once;
+// watching one already watched does nothing (still one Down). `Context::unwatch(addr)` cancels:
+// no Down arrives after it, even one already on its way. A restart (R-SUP-1) is not an end: the
+// address stays valid and watchers hear nothing. A watcher's watches end with its incarnation.
+// Watching an actor of another proc is not built yet (R-SUP-2 remote part, planned): `watch`
+// returns Unimplemented.
+#pragma once
+
+#include <string>
+
+#include "postal/runtime/address.h"
+#include "postal/wire/type_registry.h"
+
+namespace postal::actors {
+
+struct Down {
+  runtime::ActorAddr who;
+  std::string reason;   // the stop reason or the error; "no such actor" when it never existed
+  bool failed = false;  // it failed (rather than stopped)
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(who, reason, failed);
+  }
+};
+
+}  // namespace postal::actors
+
+POSTAL_MESSAGE(postal::actors::Down, "postal.Down");

@@ -1,0 +1,200 @@
+// ActorCell: the runtime side of one actor — its queue, its state, its place in the scheduler
+// (actors internal).
+//
+// The cell is the sink of the actor's handler ports: the mailbox decodes and hands envelopes to
+// `deliver`, which pushes them on an intrusive MPSC queue and makes the cell runnable once
+// (`scheduled_`). A runner fiber then calls `run_slice`, which handles queued messages one at a
+// time (R-ACT-2). The mailbox owns the cell, and the proc's muxer keeps the mailbox as a
+// tombstone after the actor ends (R-ACT-4) until it is reaped (R-ACT-7); the user's Actor object
+// is freed at the end.
+//
+// Lifetime (R-ACT-7): a reaped mailbox — and with it the cell — may be freed as soon as the cell
+// says it is `finished()`. So the slice that terminates the cell is its last: after it nothing
+// schedules the cell again (`scheduled_` stays true, deliveries are refused by the closed
+// mailbox and the ones in flight are waited for), `finished_` is its very last write, and no
+// pointer to a cell outlives it unowned (children are weak, the parent is an address, timers and
+// the backoff hold weak references).
+//
+// Restarts (R-SUP-1, cell_supervision.cc): a failure under a restart policy ends the incarnation
+// instead of the cell. The slice that ends it keeps `scheduled_` set, so deliveries queue without
+// running the cell; the backoff timer (or a stop) hands the cell back to the scheduler
+// (`end_backoff`, once), and the next slice re-creates the actor and runs init.
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "postal/actors/context.h"
+#include "postal/runtime/mpsc_queue.h"
+#include "restart_budget.h"
+
+namespace postal::actors::internal {
+
+class ReplySink;  // cell_requests.cc
+
+class ActorCell final : public Context,
+                        public runtime::Schedulable,
+                        public runtime::PortSink,
+                        public ActorControl,
+                        public std::enable_shared_from_this<ActorCell> {
+ public:
+  ActorCell(runtime::Proc& proc, std::optional<runtime::ActorAddr> parent,
+            std::unique_ptr<Actor> actor, const ActorType& type, const SpawnOptions& options,
+            ActorMaker remake)
+      : proc_(proc),
+        parent_(std::move(parent)),
+        actor_(std::move(actor)),
+        type_(type),
+        options_(options),
+        budget_(options.supervision),
+        remake_(std::move(remake)) {}
+
+  void bind(const std::shared_ptr<runtime::Mailbox>& mailbox);
+  void add_child(const std::shared_ptr<ActorCell>& child);
+  const Supervision& supervision() const { return options_.supervision; }
+  // R-SUP-1: which incarnation this is (0 first); read on this cell's runner only.
+  uint32_t incarnation() const { return incarnation_; }
+  void set_parent_incarnation(uint32_t n) { parent_incarnation_ = n; }
+  // Schedules the first slice, which runs init.
+  void start();
+
+  // --- SendContext / Context ---
+  runtime::Proc& proc() override { return proc_; }
+  std::shared_ptr<runtime::Mailbox> mailbox() override { return mailbox_->shared_from_this(); }
+  const runtime::ActorAddr& self_addr() const override { return addr_; }
+  const runtime::MessageEnvelope* envelope() const override { return current_; }
+  ActorStatus status() const override;
+  void stop(std::string reason) override;
+  bool cancel(TimerHandle timer) override;
+  void unstash_all() override;
+  size_t stashed() const override { return stash_.size(); }
+  runtime::PortAddr open_reply(uint64_t type_hash, runtime::DecodeFn decode, absl::Duration timeout,
+                               ReplyContinuation cont, uint64_t* index) override;
+  absl::Status watch(const runtime::ActorAddr& who) override;
+  bool unwatch(const runtime::ActorAddr& who) override;
+
+  // --- ActorControl ---
+  const runtime::ActorAddr& addr() const override { return addr_; }
+  // Null once the tombstone was reaped and nobody else holds the mailbox (R-ACT-7).
+  std::shared_ptr<runtime::Mailbox> mailbox_ptr() const override { return weak_mailbox_.lock(); }
+  absl::StatusOr<ActorStatus> wait(absl::Duration timeout) override;
+
+  // --- PortSink: any thread ---
+  void deliver(runtime::EnvelopePtr env) override;
+  // R-ACT-7: the last slice has ended; the cell may be freed.
+  bool finished() const override { return finished_.load(std::memory_order_acquire); }
+  runtime::SinkInfo info() const override;
+
+  // --- Schedulable: one runner at a time ---
+  // After a call that terminated the cell, nothing here touches it again (R-ACT-7).
+  void run_slice(size_t budget) override;
+
+  // R-SUP-1, any thread: an all-for-one sibling failed; restart between two messages.
+  void request_restart(std::string why);
+
+ private:
+  absl::Status stash_current(uint64_t type_hash, wire::Any message) override;
+  // The next message: unstashed ones first, then the queue.
+  runtime::EnvelopePtr next_message();
+  bool has_replay() const { return !replay_.empty(); }
+  TimerHandle start_timer(absl::Duration delay, absl::Duration period, EnvelopeMaker make) override;
+  void cancel_timers();
+  // R-ACT-10 (cell_requests.cc): runs the continuation a reply (or its failure) is for.
+  bool complete_reply(runtime::EnvelopePtr env);
+  // Drops every pending continuation (restart, end): their ports close, their timers stop.
+  void drop_replies();
+  // R-SUP-2 (cell_watches.cc). A watcher registers with the watched cell; the cell sends Down
+  // to every watcher when it terminates.
+  // False when this cell has ended: the caller sends Down itself, with `*ended`.
+  bool add_watcher(const runtime::ActorAddr& watcher, ActorStatus* ended);
+  void remove_watcher(const runtime::ActorAddr& watcher);
+  void send_down(const runtime::ActorAddr& to, const Down& down);
+  void notify_watchers(const ActorStatus& status);
+  void end_watches();
+  // A Down about to reach the actor: false when it is not (or no longer) watched.
+  bool accept_down(const Down& down);
+  bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
+  void wake();
+  void release();
+  bool run_init();
+  bool process(runtime::EnvelopePtr env);
+  // Runs user code; an escaped exception becomes an error (R-ACT-3).
+  template <class F>
+  static absl::Status guarded(F&& f) {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("exception escaped a handler: ", e.what()));
+    } catch (...) {
+      return absl::InternalError("exception of unknown type escaped a handler");
+    }
+  }
+  void terminate(ActorState final_state, std::string error);
+  void report(SupervisionEvent event);
+  void return_queued();
+  void return_one(runtime::EnvelopePtr env, runtime::InvalidReason reason, std::string& why);
+  void stop_children(const std::string& reason);
+  void run_on_stop(const ActorStatus& status);
+
+  // R-SUP-1 (cell_supervision.cc). Each returns false: the slice ends there.
+  bool on_failure(std::string error);
+  bool restart(const std::string& why, absl::Duration backoff, bool failed);
+  void end_backoff();
+  // A SupervisionEvent about to reach the actor: false when it is stale (a child of an earlier
+  // incarnation); restarts all-for-one siblings when it says a child restarts.
+  bool supervise(const SupervisionEvent& event);
+
+  runtime::Proc& proc_;
+  std::optional<runtime::ActorAddr> parent_;  // where SupervisionEvents go (R-ACT-3)
+  std::unique_ptr<Actor> actor_;
+  const ActorType& type_;
+  const SpawnOptions options_;
+  RestartBudget budget_;             // runner only
+  uint32_t incarnation_ = 0;         // runner only
+  uint32_t parent_incarnation_ = 0;  // set before start
+  const ActorMaker remake_;
+  runtime::Mailbox* mailbox_ = nullptr;  // owns this cell
+  std::weak_ptr<runtime::Mailbox> weak_mailbox_;
+  runtime::ActorAddr addr_;
+  runtime::MpscQueue queue_;
+  std::atomic<bool> scheduled_{false};
+  std::atomic<uint64_t> queued_{0};
+  std::atomic<ActorState> state_{ActorState::kCreated};
+  runtime::MessageEnvelope* current_ = nullptr;
+  std::optional<wire::Any> stash_data_;             // set by stash() during a handler
+  std::vector<runtime::EnvelopePtr> stash_;  // runner only, oldest first
+  // Unstashed, handled before the queue; the next one last (no allocation until used).
+  std::vector<runtime::EnvelopePtr> replay_;
+  std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
+  size_t prune_at_ = 64;
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> backoff_pending_{false};  // R-SUP-1: the backoff holds `scheduled_`
+  std::atomic<uint64_t> backoff_timer_{0};
+  std::atomic<bool> restart_requested_{false};
+
+  mutable absl::Mutex mu_;
+  std::atomic<bool> stop_requested_{false};
+  std::string reason_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;  // terminal, on_stop ran, the actor is destroyed
+  std::string restart_reason_ ABSL_GUARDED_BY(mu_);
+  struct PendingReply {
+    ReplyContinuation cont;
+    uint64_t timer = 0;
+    std::shared_ptr<ReplySink> sink;
+  };
+  absl::flat_hash_map<uint64_t, PendingReply> replies_;  // R-ACT-10, by port index; runner only
+  std::vector<runtime::ActorAddr> watchers_ ABSL_GUARDED_BY(mu_);  // R-SUP-2
+  std::vector<runtime::ActorAddr> watching_;                       // R-SUP-2, runner only
+  std::vector<uint64_t> timers_ ABSL_GUARDED_BY(mu_);              // R-SUP-3, pruned as it doubles
+  size_t timers_prune_at_ ABSL_GUARDED_BY(mu_) = 16;
+};
+
+}  // namespace postal::actors::internal

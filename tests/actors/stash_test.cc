@@ -1,0 +1,104 @@
+// Stash (R-ACT-9): messages an actor is not ready for are put aside and handled after
+// unstash_all, before anything newer, in order; they survive a restart and go back to their
+// senders when the actor ends.
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "postal/postal.h"
+#include "support/count_msg.h"
+#include "support/virtual_time_proc.h"
+
+namespace {
+using Job = postal::test_support::CountMsg;  // one number
+struct Open {
+  bool crash = false;
+  template <class A>
+  void serialize(A& a) {
+    a(crash);
+  }
+};
+}  // namespace
+
+POSTAL_MESSAGE(Open, "test.stash.Open");
+
+namespace postal::actors {
+namespace {
+
+using test_support::VirtualTimeProc;
+
+struct Log {
+  std::vector<int> done;
+  std::vector<absl::Status> misuse;
+  size_t stashed_when_opened = 0;
+};
+
+// Handles Jobs only once opened; until then it stashes them.
+struct Gate : Actor, Handles<Job, Open> {
+  Log* log;
+  bool open = false;
+  explicit Gate(Log* l) : log(l) {}
+  absl::Status handle(Context& cx, Job j) override {
+    if (!open) return cx.stash(std::move(j));
+    log->done.push_back(j.n);
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context& cx, Open o) override {
+    if (o.crash) return absl::InternalError("crash while closed");
+    log->misuse.push_back(cx.stash(Job{}));  // not the message being handled
+    log->stashed_when_opened = cx.stashed();
+    open = true;
+    cx.unstash_all();
+    return absl::OkStatus();
+  }
+};
+
+TEST(Stash, R_ACT_9_StashedMessagesAreHandledAfterUnstashInOrderBeforeNewerOnes) {
+  VirtualTimeProc t;
+  Log log;
+  auto g = *spawn<Gate>(t.proc, "gate", &log);
+  for (int n = 1; n <= 3; ++n) g.ref().send(t.client, Job{n});
+  t.run();
+  EXPECT_TRUE(log.done.empty());
+  g.ref().send(t.client, Open{});
+  g.ref().send(t.client, Job{4});
+  t.run();
+  EXPECT_EQ(log.stashed_when_opened, 3u);
+  EXPECT_EQ(log.done, (std::vector<int>{1, 2, 3, 4}));
+  ASSERT_EQ(log.misuse.size(), 1u);
+  EXPECT_EQ(log.misuse[0].code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Stash, R_ACT_9_ARestartUnstashesForTheNewIncarnation) {
+  VirtualTimeProc t;
+  Log log;
+  auto g = *spawn<Gate>(
+      t.proc,
+      SpawnOptions{Supervision::one_for_one().with_backoff(absl::Seconds(1), absl::Seconds(1))},
+      "gate", &log);
+  g.ref().send(t.client, Job{1});
+  g.ref().send(t.client, Open{true});
+  t.run();
+  t.advance(absl::Seconds(1));
+  EXPECT_TRUE(log.done.empty());  // the new incarnation is closed too: stashed again
+  g.ref().send(t.client, Open{});
+  t.run();
+  EXPECT_EQ(log.done, std::vector<int>{1});
+}
+
+TEST(Stash, R_ACT_9_WhenTheActorEndsStashedMessagesGoBackToTheirSenders) {
+  VirtualTimeProc t;
+  Log log;
+  auto g = *spawn<Gate>(t.proc, "gate", &log);
+  g.ref().send(t.client, Job{1});
+  t.run();
+  g.stop("closing time");
+  t.run();
+  EXPECT_EQ(g.status().state, ActorState::kStopped);
+  absl::StatusOr<runtime::EnvelopePtr> back = t.client.next_undeliverable(absl::ZeroDuration());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)->root_failure()->invalid, runtime::InvalidReason::kActorStopped);
+  EXPECT_EQ((*back)->data().get<Job>()->n, 1);
+}
+
+}  // namespace
+}  // namespace postal::actors
