@@ -32,9 +32,19 @@ struct NodeOptions {
   std::optional<runtime::Location> location;
   // Run a gateway with this uid in front of the proc.
   std::optional<runtime::Uid> gateway;
-  runtime::SchedulerOptions scheduler;
+  // A node's workers share the cores with its I/O thread, so they spin less before sleeping
+  // than a proc's default (20 µs, not 50): on 2 vCPUs a 50 µs spin kept the I/O thread that
+  // carries the reply off its core (ipc ping-pong p50 100–110 µs at 50, ~70 µs at 10–20, 150 µs
+  // at 5; docs/benchmarks.md).
+  runtime::SchedulerOptions scheduler = node_scheduler();
   ChannelOptions channel;
   bool system_actors = true;
+
+  static runtime::SchedulerOptions node_scheduler() {
+    runtime::SchedulerOptions o;
+    o.spin = absl::Microseconds(20);
+    return o;
+  }
 };
 
 class Node {
