@@ -207,8 +207,9 @@ std::string summary(const PeerRun& run) {
   if (run.peer == "raw_socket") {
     return absl::StrCat(
         k(json_number(run.result, {"stream_unbatched", "msgs_per_s"})), " msgs/s unbatched, ",
-        k(json_number(run.result, {"stream_batched", "msgs_per_s"})),
-        " msgs/s batched, round trip p50 ",
+        k(json_number(run.result, {"stream_batched", "msgs_per_s"})), " msgs/s batched, ",
+        k(json_number(run.result, {"stream_framed", "msgs_per_s"})),
+        " msgs/s framed, round trip p50 ",
         static_cast<int64_t>(json_number(run.result, {"round_trip", "p50_us"})), " us");
   }
   return absl::StrCat(

@@ -58,6 +58,9 @@ void floor_ratios(const RatioMaker& m, std::vector<Ratio>& out) {
   m.ratio(out, "ipc stream / raw Unix floor (unbatched)", s->name,
           "raw_socket ipc stream_unbatched msgs/s", s->msgs_per_s,
           json_number(raw->result, {"stream_unbatched", "msgs_per_s"}));
+  m.ratio(out, "ipc stream / framed floor (parses, copies)", s->name,
+          "raw_socket ipc stream_framed msgs/s", s->msgs_per_s,
+          json_number(raw->result, {"stream_framed", "msgs_per_s"}));
 }
 
 // tcp stream against CAF remote actors (the target) and NATS publish/subscribe.
