@@ -130,16 +130,6 @@ class ChannelBoundsTest : public testing::Test {
     h.client_session = session;
     return h;
   }
-  // `env` as the DATA frame `seq` of a session whose dictionary starts empty.
-  static std::string data_frame(uint64_t seq, runtime::MessageEnvelope& env) {
-    v2::EnvelopeEncoder encoder;
-    std::string body;
-    EXPECT_TRUE(encoder.encode(seq, env, body).ok());
-    std::string frame;
-    v2::put<uint32_t>(frame, static_cast<uint32_t>(body.size() + 1));
-    v2::put<uint8_t>(frame, static_cast<uint8_t>(v2::Kind::kData));
-    return frame + body;
-  }
 
   // R-FLOW-4: exhausts the fd table and checks the listener survives it (see the definition).
   std::string run_out_of_fds(ChannelServer& server, ChannelClient& good);
@@ -195,7 +185,8 @@ TEST_F(ChannelBoundsTest, R_FLOW_4_AStalledPartialFrameIsClosedAndAQuietConnecti
   EXPECT_EQ(server->stats().partial_frame_bytes, 0u);
 
   absl::SleepFor(absl::Milliseconds(400));  // twice the timeout: the quiet one is still open
-  ASSERT_TRUE(quiet.send(data_frame(0, *envelope(7))));
+  v2::EnvelopeEncoder encoder;  // the session's dictionary starts empty
+  ASSERT_TRUE(quiet.send(test_support::data_frame(encoder, 0, *envelope(7))));
   absl::StatusOr<test_support::CountMsg> got = port_.receiver.recv(kDeadline);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->n, 7);

@@ -328,12 +328,7 @@ v2::Welcome welcome(uint64_t next_expected) {
 struct TestSession {
   v2::EnvelopeEncoder encoder;
   std::string data(uint64_t seq, runtime::MessageEnvelope& env) {
-    std::string body;
-    EXPECT_TRUE(encoder.encode(seq, env, body).ok());
-    std::string frame;
-    v2::put<uint32_t>(frame, static_cast<uint32_t>(body.size() + 1));
-    v2::put<uint8_t>(frame, static_cast<uint8_t>(v2::Kind::kData));
-    return frame + body;
+    return test_support::data_frame(encoder, seq, env);
   }
 };
 

@@ -9,6 +9,7 @@
 
 #include <poll.h>
 
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,7 +22,9 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "envelope_codec.h"
 #include "frames_v2.h"
+#include "le_bytes.h"
 #include "postal/runtime/location.h"
 
 namespace postal::test_support {
@@ -95,6 +98,20 @@ class RawPeer {
   routing::internal::v2::FrameSplitter splitter_{1 << 20};
   bool eof_ = false;
 };
+
+// `env` as the whole DATA frame `seq` of the session whose sending dictionary is `encoder`
+// (frames must be made in seq order: a frame defines what later ones refer to).
+inline std::string data_frame(routing::internal::v2::EnvelopeEncoder& encoder, uint64_t seq,
+                              runtime::MessageEnvelope& env) {
+  namespace v2 = routing::internal::v2;
+  std::string frame;
+  v2::put<uint32_t>(frame, 0);
+  v2::put<uint8_t>(frame, static_cast<uint8_t>(v2::Kind::kData));
+  if (!encoder.encode(seq, env, frame).ok()) return std::string();
+  const uint32_t length = static_cast<uint32_t>(frame.size() - 4);
+  std::memcpy(frame.data(), &length, sizeof(length));
+  return frame;
+}
 
 // The Unix socket endpoint of the ipc address `addr` (a path or an abstract name).
 inline boost::asio::local::stream_protocol::endpoint local_endpoint(
