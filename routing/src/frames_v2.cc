@@ -4,6 +4,7 @@
 
 #include "le_bytes.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -278,20 +279,37 @@ absl::StatusOr<Ping> decode_ping(std::string_view body) {
 
 void FrameSplitter::feed(std::string_view bytes) {
   if (!error_.ok() || bytes.empty()) return;
-  if (start_ == buffer_.size()) {  // every frame was returned: a large frame's buffer goes
-    if (buffer_.capacity() > kKeptCapacity) std::string().swap(buffer_);
-    buffer_.clear();
-    start_ = 0;
-  } else if (start_ > 0 && start_ * 2 >= buffer_.size()) {  // compact: keep it from growing
-    buffer_.erase(0, start_);
+  std::memcpy(prepare(bytes.size()), bytes.data(), bytes.size());
+  commit(bytes.size());
+}
+
+char* FrameSplitter::prepare(size_t n) {
+  if (start_ == end_) {  // every frame was returned: a large frame's buffer goes
+    start_ = end_ = 0;
+    if (cap_ > kKeptCapacity && n <= kKeptCapacity) {
+      data_.reset();
+      cap_ = 0;
+    }
+  } else if (start_ > 0 && (cap_ - end_ < n || start_ * 2 >= end_)) {  // compact
+    std::memmove(data_.get(), data_.get() + start_, end_ - start_);
+    end_ -= start_;
     start_ = 0;
   }
-  buffer_.append(bytes);
+  if (cap_ - end_ < n) {  // grow by doubling: memory follows the bytes, never a prefix's claim
+    const size_t cap = std::max(end_ + n, 2 * cap_);
+    std::unique_ptr<char[]> data(new char[cap]);
+    if (end_ > start_) std::memcpy(data.get(), data_.get() + start_, end_ - start_);
+    end_ -= start_;
+    start_ = 0;
+    data_ = std::move(data);
+    cap_ = cap;
+  }
+  return data_.get() + end_;
 }
 
 absl::StatusOr<std::optional<RawFrame>> FrameSplitter::next() {
   if (!error_.ok()) return error_;
-  const std::string_view pending = std::string_view(buffer_).substr(start_);
+  const std::string_view pending(data_.get() + start_, end_ - start_);
   if (pending.size() < 4) return std::nullopt;
   uint32_t length = 0;
   std::memcpy(&length, pending.data(), 4);

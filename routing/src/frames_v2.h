@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -180,22 +181,31 @@ struct RawFrame {
 class FrameSplitter {
  public:
   explicit FrameSplitter(uint32_t limit = kHandshakeFrameLimit) : limit_(limit) {}
+  FrameSplitter(FrameSplitter&&) = default;
+  FrameSplitter& operator=(FrameSplitter&&) = default;
   void set_limit(uint32_t limit) { limit_ = limit; }
 
+  // Appends bytes (a copy).
   void feed(std::string_view bytes);
+  // Or, to read straight into the buffer: room for `n` more bytes, to be filled and committed
+  // (`commit(k)`, k ≤ n) before anything else is called.
+  char* prepare(size_t n);
+  void commit(size_t n) { end_ += n; }
   // The next complete frame, nullopt when more bytes are needed, or a stream error (sticky).
   absl::StatusOr<std::optional<RawFrame>> next();
   // Bytes held for an incomplete frame.
-  size_t buffered() const { return buffer_.size() - start_; }
-  // Memory the splitter holds (R-FLOW-4): about the bytes fed and not yet returned, and at most
-  // kKeptCapacity once every frame fed was returned.
-  size_t held_bytes() const { return buffer_.capacity(); }
-  static constexpr size_t kKeptCapacity = 64 << 10;
+  size_t buffered() const { return end_ - start_; }
+  // Memory the splitter holds (R-FLOW-4): about the bytes fed and not yet returned (plus the
+  // room last prepared), and at most kKeptCapacity once every frame fed was returned.
+  size_t held_bytes() const { return cap_; }
+  static constexpr size_t kKeptCapacity = 256 << 10;
 
  private:
   uint32_t limit_;
-  std::string buffer_;
-  size_t start_ = 0;
+  std::unique_ptr<char[]> data_;  // not zeroed: only [start_, end_) is ever read
+  size_t cap_ = 0;
+  size_t start_ = 0;  // the first byte not yet returned in a frame
+  size_t end_ = 0;    // the end of the bytes fed
   absl::Status error_;
 };
 
