@@ -79,6 +79,7 @@ std::chrono::steady_clock::duration to_chrono(absl::Duration d) {
 struct Session {
   uint64_t next_expected = 0;   // R-CHAN-1: every seq below was enqueued here
   Connection* owner = nullptr;  // the connection currently carrying this session
+  std::chrono::steady_clock::time_point orphaned;  // when it last lost its connection
   std::optional<v2::EnvelopeDecoder> decoder;  // the session dictionary's receiving half (§7)
 };
 
@@ -132,8 +133,12 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // EMFILE/ENFILE: close what is pending through the reserved fd, then wait for a connection.
   void on_out_of_fds(const boost::system::error_code& ec);
   void arm_sweep();
-  // Closes connections past their handshake or partial-frame timeout.
+  // Closes connections past their handshake or partial-frame timeout; forgets sessions past
+  // session_linger.
   void sweep();
+  // Forgets sessions without a connection past session_linger, and past max_sessions the longest
+  // unconnected ones.
+  void bound_sessions();
   // R-FLOW-4: closes connections (largest partial frame first) until the bound holds.
   void enforce_partial_cap();
   void publish_partial();
@@ -176,6 +181,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::atomic<uint64_t> closed_over_partial_bytes_{0};
   std::atomic<uint64_t> out_of_fds_{0};
   std::atomic<uint64_t> shed_out_of_fds_{0};
+  std::atomic<size_t> sessions_open_{0};
+  std::atomic<uint64_t> sessions_forgotten_{0};
 
   // I/O thread only.
   boost::asio::steady_timer sweep_timer_;
@@ -249,7 +256,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     boost::system::error_code ignored;
     socket_.close(ignored);
     if (linger_) linger_->cancel();
-    if (session_ != nullptr && session_->owner == this) session_->owner = nullptr;
+    if (session_ != nullptr && session_->owner == this) {
+      session_->owner = nullptr;
+      session_->orphaned = std::chrono::steady_clock::now();
+    }
     session_ = nullptr;
   }
 
@@ -352,6 +362,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
              absl::StrCat("auth_mode ", hello.auth_mode, " is not supported by this server"));
       return false;
     }
+    bool created = false;
     auto it = core_->sessions_.find(hello.client_session);
     if (it == core_->sessions_.end()) {
       if (hello.resuming) {
@@ -364,6 +375,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       auto session = std::make_unique<Session>();
       session->decoder.emplace(core_->dict_limits());
       it = core_->sessions_.emplace(hello.client_session, std::move(session)).first;
+      created = true;
       if (log().enabled(runtime::LogLevel::kDebug)) {
         log().debug(absl::StrCat("channel server ", core_->text_, ": new session ",
                                  hello.client_session, " on connection #", number_));
@@ -387,6 +399,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     session->owner = this;
     session_ = session;
     session_id_ = hello.client_session;
+    if (created) {  // the new session is owned: only others can be forgotten for the bound
+      if (core_->sessions_.size() > core_->options_.max_sessions) core_->bound_sessions();
+      core_->sessions_open_.store(core_->sessions_.size(), std::memory_order_relaxed);
+    }
     state_ = State::kUp;
     splitter_.set_limit(core_->max_frame_);
     v2::append(out_, core_->welcome(session->next_expected));
@@ -428,6 +444,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (session_ == nullptr) return;
     session_ = nullptr;
     core_->sessions_.erase(session_id_);
+    core_->sessions_open_.store(core_->sessions_.size(), std::memory_order_relaxed);
   }
 
   // REJECT (structured with a code; the frozen layout without one), then half-close and linger.
@@ -602,8 +619,8 @@ void ServerCore::on_out_of_fds(const boost::system::error_code& ec) {
 
 void ServerCore::arm_sweep() {
   if (stopped_) return;
-  const auto shorter =
-      to_chrono(std::min(options_.handshake_timeout, options_.partial_frame_timeout));
+  const auto shorter = to_chrono(std::min(
+      {options_.handshake_timeout, options_.partial_frame_timeout, options_.session_linger}));
   const auto period = std::clamp<std::chrono::steady_clock::duration>(shorter / 4, kMinSweepPeriod,
                                                                       kMaxSweepPeriod);
   sweep_timer_.expires_after(period);
@@ -618,6 +635,32 @@ void ServerCore::sweep() {
   const auto now = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<Connection>> all(connections_.begin(), connections_.end());
   for (const auto& connection : all) connection->check_timeouts(now);
+  bound_sessions();
+}
+
+void ServerCore::bound_sessions() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto linger = to_chrono(options_.session_linger);
+  std::vector<std::pair<std::chrono::steady_clock::time_point, uint64_t>> orphans;
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    const Session& s = *it->second;
+    if (s.owner == nullptr && now - s.orphaned >= linger) {
+      sessions_.erase(it++);
+      sessions_forgotten_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (s.owner == nullptr) orphans.emplace_back(s.orphaned, it->first);
+    ++it;
+  }
+  if (sessions_.size() > options_.max_sessions) {
+    std::sort(orphans.begin(), orphans.end());
+    for (const auto& [when, id] : orphans) {
+      if (sessions_.size() <= options_.max_sessions) break;
+      sessions_.erase(id);
+      sessions_forgotten_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  sessions_open_.store(sessions_.size(), std::memory_order_relaxed);
 }
 
 void ServerCore::enforce_partial_cap() {
@@ -663,6 +706,8 @@ ChannelServer::Stats ServerCore::stats() const {
   s.closed_over_partial_bytes = closed_over_partial_bytes_.load(std::memory_order_relaxed);
   s.out_of_fds = out_of_fds_.load(std::memory_order_relaxed);
   s.shed_out_of_fds = shed_out_of_fds_.load(std::memory_order_relaxed);
+  s.sessions = sessions_open_.load(std::memory_order_relaxed);
+  s.sessions_forgotten = sessions_forgotten_.load(std::memory_order_relaxed);
   return s;
 }
 

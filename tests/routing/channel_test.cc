@@ -650,6 +650,60 @@ TEST_F(ChannelTest, R_CHAN_2_AClosingClientSaysGoodbyeAndTheServerForgetsTheSess
   }
   EXPECT_EQ(server->stats().connections, 0u);
 }
+TEST_F(ChannelTest, R_CHAN_2_ASessionWithoutAConnectionIsForgottenAfterTheLinger) {
+  ChannelOptions options;
+  options.session_linger = absl::Milliseconds(100);
+  auto server = serve(ipc_path(), options);
+  boost::asio::io_context ctx;
+  {
+    RawPeer peer = connect_raw(ctx, server->local_addr());
+    peer.send(hello(91));
+    expect_kind(peer, v2::Kind::kWelcome);
+    TestSession session;
+    peer.send(session.data(0, *envelope(0)));
+    expect_in_order(0, 1);
+    EXPECT_EQ(server->stats().sessions, 1u);
+  }  // the connection goes; the session lingers, then is forgotten
+  const absl::Time give_up = absl::Now() + kDeadline;
+  while (server->stats().sessions != 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(server->stats().sessions, 0u);
+  EXPECT_EQ(server->stats().sessions_forgotten, 1u);
+  // Forgetting is safe: resuming it is refused as unknown, so the client returns what it wrote.
+  RawPeer again = connect_raw(ctx, server->local_addr());
+  again.send(hello(91, /*resuming=*/true, 0));
+  EXPECT_EQ(as_reject(expect_kind(again, v2::Kind::kReject)).code,
+            static_cast<uint16_t>(v2::RejectCode::kSessionUnknown));
+}
+
+TEST_F(ChannelTest, R_CHAN_2_PastMaxSessionsTheLongestUnconnectedAreForgotten) {
+  ChannelOptions options;
+  options.max_sessions = 2;
+  auto server = serve(ipc_path(), options);
+  boost::asio::io_context ctx;
+  for (uint64_t id = 1; id <= 4; ++id) {  // each connects, is welcomed, and goes away
+    {
+      RawPeer peer = connect_raw(ctx, server->local_addr());
+      peer.send(hello(id));
+      expect_kind(peer, v2::Kind::kWelcome);
+    }
+    const absl::Time give_up = absl::Now() + kDeadline;  // the server saw it go
+    while (server->stats().connections != 0 && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  RawPeer live = connect_raw(ctx, server->local_addr());
+  live.send(hello(5));
+  expect_kind(live, v2::Kind::kWelcome);
+  EXPECT_LE(server->stats().sessions, 2u);
+  EXPECT_GE(server->stats().sessions_forgotten, 3u);
+  // The connected session is never the one forgotten.
+  TestSession session;
+  live.send(session.data(0, *envelope(7)));
+  expect_in_order(7, 8);
+}
+
 TEST_F(ChannelTest, DialToNothingIsUnavailableNamingTheAddressAndTheOsError) {
   const ChannelAddr missing = ipc_path();
   absl::StatusOr<std::unique_ptr<ChannelClient>> c = ChannelClient::dial(io_, missing, sending_);

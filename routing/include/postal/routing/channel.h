@@ -54,8 +54,8 @@ struct ChannelOptions {
   // A connection that has not sent a valid HELLO within this long is closed.
   absl::Duration handshake_timeout = absl::Seconds(10);
   // A connection in the middle of a frame that receives no byte for this long is closed. A
-  // connection between frames is never closed for being quiet: wire v1 has no heartbeats, and a
-  // client with nothing to send is legitimately silent.
+  // connection between frames is never closed for being quiet: there are no heartbeats yet, and
+  // a client with nothing to send is legitimately silent.
   absl::Duration partial_frame_timeout = absl::Seconds(30);
   // Connections open at once per listener; past it a new connection is accepted and closed at
   // once (logged, rate-limited) and the listener keeps serving the others.
@@ -64,6 +64,12 @@ struct ChannelOptions {
   // max_frame_bytes frame). Past it the connection holding the largest partial frame (the newest
   // among equals) is closed; its client reconnects and retransmits (R-CHAN-2).
   size_t max_partial_frame_bytes = 64 << 20;
+  // Sessions (docs/wire.md §5): a server forgets a session that has had no connection for
+  // `session_linger`, and past `max_sessions` it forgets those without a connection, longest
+  // unconnected first. Forgetting is always safe: the client's next resuming HELLO gets
+  // `session_unknown` and it returns what it had written, at most once (R-CHAN-2).
+  absl::Duration session_linger = absl::Minutes(10);
+  size_t max_sessions = 4096;
 
   // R-ROUTE-3: a DialRouter closes and frees a client with nothing unacked and no post for this
   // long; the next post to its address dials again.

@@ -78,6 +78,8 @@ class ChannelServer {
     uint64_t closed_over_partial_bytes = 0;  // max_partial_frame_bytes
     uint64_t out_of_fds = 0;                 // accepts that failed with EMFILE/ENFILE
     uint64_t shed_out_of_fds = 0;            // pending connections closed while out of fds
+    size_t sessions = 0;                     // sessions remembered now (§5)
+    uint64_t sessions_forgotten = 0;         // by session_linger or max_sessions
   };
   // Any thread; each field is read on its own (not one snapshot).
   virtual Stats stats() const { return {}; }
