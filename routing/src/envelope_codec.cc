@@ -242,7 +242,7 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
                                ? static_cast<uint8_t>(f.invalid)
                                : static_cast<uint8_t>(f.transport));
     put<uint16_t>(failures, 0);
-    put<int32_t>(failures, 0);  // os_errno: DeliveryFailure does not carry it yet
+    put<int32_t>(failures, f.os_errno);
     put<uint64_t>(failures, f.len);
     put<uint64_t>(failures, f.max);
     put<uint64_t>(failures, f.message_type.empty() ? 0 : wire::fnv1a64(f.message_type));
@@ -446,6 +446,7 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
     }
     f.len = len;
     f.max = max;
+    f.os_errno = os_errno;
     if (message_type != 0) f.message_type = wire::TypeRegistry::global().name_of(message_type);
     f.detail = absl::StrCat(prefix, sv(detail));
     if (target_ref != kNone) {

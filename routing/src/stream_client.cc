@@ -56,6 +56,11 @@ uint64_t random_session(uint64_t old = 0) {
 
 std::string target_of(const MessageEnvelope& env) { return env.next_hop().to_string(); }
 
+// The errno of an OS error code; 0 for asio's own errors (end of stream, …).
+int errno_of(const boost::system::error_code& ec) {
+  return ec.category() == boost::system::system_category() ? ec.value() : 0;
+}
+
 }  // namespace
 
 StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<Endpoint> endpoints,
@@ -237,16 +242,18 @@ absl::Status StreamClientCore::status() const {
 void StreamClientCore::fail_closed(EnvelopePtr env, ReturnHandle& ret) {
   absl::Status why;
   TransportReason reason;
+  int err = 0;
   {
     absl::MutexLock lock(&mu_);
     why = status_;
     reason = closed_reason_;
+    err = closed_errno_;
   }
   std::string target = target_of(*env);
-  fail_now(std::move(env), ret,
-           DeliveryFailure::transport_failure(
-               std::move(target), reason,
-               absl::StrCat("channel ", addr_text_, " is closed: ", why.message())));
+  DeliveryFailure f = DeliveryFailure::transport_failure(
+      std::move(target), reason, absl::StrCat("channel ", addr_text_, " is closed: ", why.message()));
+  f.os_errno = err;
+  fail_now(std::move(env), ret, std::move(f));
 }
 
 void StreamClientCore::on_kick() {
@@ -287,6 +294,7 @@ void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_cod
   if (gen != gen_ || closed()) return;
   if (ec) {
     last_error_ = absl::StrCat("connect: ", os_error(ec));
+    last_errno_ = errno_of(ec);
     if (dialing_.load(std::memory_order_relaxed)) return dial_failed(os_error(ec));
     link_ = Link::kDown;
     schedule_reconnect();
@@ -334,6 +342,7 @@ void StreamClientCore::read(uint64_t gen) {
 void StreamClientCore::on_read(uint64_t gen, const boost::system::error_code& ec, size_t n) {
   if (gen != gen_ || closed()) return;
   if (ec) {
+    last_errno_ = errno_of(ec);
     return link_failed(
         gen, ec == boost::asio::error::eof ? "the server closed the connection" : os_error(ec));
   }
@@ -569,7 +578,9 @@ void StreamClientCore::flush_writes() {
   switch (write_some(err)) {
     case Written::kAll: return;
     case Written::kFull: return wait_writable();
-    case Written::kFailed: return link_failed(gen_, os_error(err));
+    case Written::kFailed:
+      last_errno_ = err;
+      return link_failed(gen_, os_error(err));
   }
 }
 
@@ -655,7 +666,10 @@ void StreamClientCore::wait_writable() {
     absl::MutexLock lock(&self->io_mu_);
     if (gen != self->gen_ || self->closed()) return;
     self->waiting_writable_ = false;
-    if (ec) return self->link_failed(gen, os_error(ec));
+    if (ec) {
+      self->last_errno_ = errno_of(ec);
+      return self->link_failed(gen, os_error(ec));
+    }
     self->flush_writes();
   });
 }
@@ -770,7 +784,10 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
     closed_.store(true, std::memory_order_release);
     rejected_.store(rejected, std::memory_order_release);
     status_ = why;
-    if (reason == TransportReason::kDialFailed) closed_reason_ = reason;
+    if (reason == TransportReason::kDialFailed) {
+      closed_reason_ = reason;
+      closed_errno_ = last_errno_;
+    }
     queued.swap(queued_);
   }
   std::vector<EnvelopePtr> returned;
@@ -803,11 +820,13 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
         absl::StrCat(why.message(), "; channel closed, returning ", returned.size(), " envelopes"));
   }
   const std::string detail(why.message());
+  // R-FAIL-1: the OS error behind a dial or a timeout travels as a field, not only as text.
+  const int err = reason == TransportReason::kChannelClosed ? 0 : last_errno_;
   for (EnvelopePtr& env : returned) {
     std::string target = target_of(*env);
-    MessageEnvelope::undeliverable(
-        std::move(env), DeliveryFailure::transport_failure(std::move(target), reason, detail),
-        returns_);
+    DeliveryFailure f = DeliveryFailure::transport_failure(std::move(target), reason, detail);
+    f.os_errno = err;
+    MessageEnvelope::undeliverable(std::move(env), std::move(f), returns_);
   }
 }
 

@@ -179,6 +179,7 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   // What a post after the close fails with: DialFailed when the dial failed, else ChannelClosed.
   runtime::TransportReason closed_reason_ ABSL_GUARDED_BY(mu_) =
       runtime::TransportReason::kChannelClosed;
+  int closed_errno_ ABSL_GUARDED_BY(mu_) = 0;  // with DialFailed: the connect's errno
   std::atomic<bool> dialing_{true};  // no connect has succeeded yet
   std::atomic<bool> closed_{false};
   std::atomic<bool> rejected_{false};
@@ -219,6 +220,7 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   bool idle_ = true;        // nothing was pending at the last look
   bool outage_ = false;
   std::string last_error_;
+  int last_errno_ = 0;  // the errno behind last_error_, when an OS error
   absl::Duration backoff_;
 };
 

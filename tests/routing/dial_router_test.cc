@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <functional>
+#include <cerrno>
 #include <set>
 #include <vector>
 
@@ -165,6 +166,7 @@ TEST_F(DialRouterTest, R_FLOW_3_ARefusedDialReturnsEveryQueuedEnvelopeAndTheNext
     back.insert(got);
     EXPECT_EQ(failure.transport, TransportReason::kDialFailed) << failure.to_string();
     EXPECT_NE(failure.detail.find("ECONNREFUSED"), std::string::npos) << failure.detail;
+    EXPECT_EQ(failure.os_errno, ECONNREFUSED) << "R-FAIL-1: the OS error is a field too";
   }
   EXPECT_EQ(back, (std::set<int64_t>{0, 1, 2}));
   const size_t dials = router.dials();  // 1–3: a refused dial may close before the next post

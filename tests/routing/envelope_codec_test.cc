@@ -76,9 +76,11 @@ TEST(EnvelopeCodec, R_ENV_1_EveryFieldRoundTrips) {
   env->headers().set_value("ratio", 0.25);
   env->headers().set_value("flag", true);
   env->headers().set_value(std::string(100, 'h'), std::string("a long name travels inline"));
-  env->add_failure(DeliveryFailure::transport_failure(
+  DeliveryFailure refused = DeliveryFailure::transport_failure(
       actor("carol.gamma@tcp://127.0.0.1:6000").port(Port::handler(99)).to_string(),
-      runtime::TransportReason::kDialFailed, "connection refused (ECONNREFUSED)"));
+      runtime::TransportReason::kDialFailed, "connection refused (ECONNREFUSED)");
+  refused.os_errno = 111;
+  env->add_failure(std::move(refused));
   env->add_failure(DeliveryFailure::invalid_reference(
       "carol.gamma@tcp://127.0.0.1:6000", runtime::InvalidReason::kActorStopped, "stopped"));
   env->add_failure(DeliveryFailure::expired("not an address"));
@@ -113,6 +115,7 @@ TEST(EnvelopeCodec, R_ENV_1_EveryFieldRoundTrips) {
     EXPECT_EQ(b.detail, a.detail) << i;
     EXPECT_EQ(b.len, a.len) << i;
     EXPECT_EQ(b.max, a.max) << i;
+    EXPECT_EQ(b.os_errno, a.os_errno) << i;
   }
   absl::StatusOr<CodecMsg> msg = (*got)->data().take<CodecMsg>();
   ASSERT_TRUE(msg.ok()) << msg.status();

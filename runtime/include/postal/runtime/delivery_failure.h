@@ -63,6 +63,7 @@ struct DeliveryFailure {
   std::string detail;        // free text: OS error, decode error, dial address …
   uint64_t len = 0;          // OversizedFrame
   uint64_t max = 0;          // OversizedFrame
+  int os_errno = 0;          // Transport: the OS error behind it (errno), 0 when none
 
   static DeliveryFailure invalid_reference(std::string target, InvalidReason reason,
                                            std::string detail = {});
@@ -93,7 +94,7 @@ struct DeliveryFailure {
 
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(kind, invalid, transport, target, message_type, detail, len, max);
+    ar(kind, invalid, transport, target, message_type, detail, len, max, os_errno);
   }
 };
 
