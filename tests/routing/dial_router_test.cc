@@ -155,6 +155,17 @@ TEST_F(DialRouterTest, R_FLOW_3_ABlackHolePeerDelaysNoTrafficToAnother) {
   EXPECT_EQ(sending_.stats().dropped, 0u);
 }
 
+TEST_F(DialRouterTest, R_FAIL_1_ARefusedDialsFailureCarriesTheOsError) {
+  const ChannelAddr nobody =
+      must(ChannelAddr::ipc_abstract(absl::StrCat("postal-dial-errno-", ::getpid())));
+  DialRouter router(io_, sending_, quick_dials());
+  router.post(to(nobody, 0), sending_);
+  auto [n, failure] = next_returned();
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(failure.transport, TransportReason::kDialFailed) << failure.to_string();
+  EXPECT_EQ(failure.os_errno, ECONNREFUSED) << "the OS error is a field, not only text";
+}
+
 TEST_F(DialRouterTest, R_FLOW_3_ARefusedDialReturnsEveryQueuedEnvelopeAndTheNextPostRedials) {
   const ChannelAddr nobody =
       must(ChannelAddr::ipc_abstract(absl::StrCat("postal-dial-nobody-", ::getpid())));

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -178,6 +179,21 @@ TEST(EnvelopeCodec, R_CHAN_3_ABodyOverTheLimitFailsAndLeavesTheDictionaryAsItWas
   EXPECT_GT(enc.last_body_bytes(), 5000u);
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(enc.entries(), 0u);
+}
+
+TEST(EnvelopeCodec, R_FAIL_1_TheOsErrorCrossesTheWire) {
+  EnvelopePtr env = envelope(3);
+  DeliveryFailure f = DeliveryFailure::transport_failure(
+      "bob.beta@tcp://127.0.0.1:5000", runtime::TransportReason::kDialFailed, "refused");
+  f.os_errno = ECONNREFUSED;
+  env->add_failure(std::move(f));
+  EnvelopeEncoder enc;
+  EnvelopeDecoder dec;
+  uint64_t seq = 0;
+  absl::StatusOr<EnvelopePtr> got = dec.decode(encode(enc, 0, *env), seq);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ((*got)->delivery_failures().size(), 1u);
+  EXPECT_EQ((*got)->delivery_failures()[0].os_errno, ECONNREFUSED);
 }
 
 TEST(EnvelopeCodec, TheWorkedExampleOfTheSpecByteForByte) {
