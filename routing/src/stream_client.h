@@ -63,6 +63,18 @@
 
 namespace postal::routing::internal {
 
+// Helpers both halves of StreamClientCore use (stream_client.cc, stream_client_session.cc).
+// The failure target of an envelope: its next hop.
+inline std::string target_of(const runtime::MessageEnvelope& env) {
+  return env.next_hop().to_string();
+}
+// The errno of an OS error code; 0 for asio's own errors (end of stream, …).
+inline int errno_of(const boost::system::error_code& ec) {
+  return ec.category() == boost::system::system_category() ? ec.value() : 0;
+}
+// A random non-zero client_session, different from `old`.
+uint64_t random_session(uint64_t old = 0);
+
 class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
                          public runtime::DeferredFlush {
  public:
