@@ -1,0 +1,331 @@
+// One accepted connection of a ChannelServer (routing internal): reads frames straight into its
+// splitter, answers HELLO (docs/wire.md §4.2), delivers DATA in seq order (§8 rules 17–19), acks
+// cumulatively once per read batch (rule 20), and closes for the listener bounds (R-FLOW-4).
+// Runs on the I/O thread only.
+#pragma once
+
+#include "stream_server_core.h"
+
+namespace postal::routing::internal::stream_server {
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<ServerCore> core, Socket socket, uint64_t number)
+      : core_(std::move(core)),
+        socket_(std::move(socket)),
+        number_(number),
+        accepted_at_(std::chrono::steady_clock::now()),
+        last_read_(accepted_at_) {}
+
+  void start() { read(); }
+
+  uint64_t number() const { return number_; }
+  size_t partial_bytes() const { return partial_bytes_; }
+
+  // R-FLOW-4: closes the connection if it is past the handshake or partial-frame timeout.
+  void check_timeouts(std::chrono::steady_clock::time_point now) {
+    if (closed_ || state_ == State::kRejected) return;  // a REJECT lingers on its own timer
+    if (state_ == State::kAwaitHello &&
+        now - accepted_at_ >= to_chrono(core_->options_.handshake_timeout)) {
+      core_->closed_handshake_timeout_.fetch_add(1, std::memory_order_relaxed);
+      return close_bounded(absl::StrCat("no valid HELLO within handshake_timeout (",
+                                        absl::FormatDuration(core_->options_.handshake_timeout),
+                                        ")"));
+    }
+    if (splitter_.buffered() > 0 &&
+        now - last_read_ >= to_chrono(core_->options_.partial_frame_timeout)) {
+      core_->closed_partial_frame_timeout_.fetch_add(1, std::memory_order_relaxed);
+      return close_bounded(absl::StrCat("nothing received for partial_frame_timeout (",
+                                        absl::FormatDuration(core_->options_.partial_frame_timeout),
+                                        ") in the middle of a ", splitter_.buffered(),
+                                        "-byte partial frame"));
+    }
+  }
+
+  // Closes for a bound (R-FLOW-4): the line is rate-limited, since input can repeat it.
+  void close_bounded(std::string_view why) {
+    if (closed_) return;
+    core_->log_bounded(absl::StrCat("closing connection #", number_, ": ", sv(why)));
+    close("");
+  }
+
+  // Closes the connection (idempotent); logs `why` unless it is empty.
+  void close(std::string_view why) {
+    if (closed_) return;
+    closed_ = true;
+    const auto self = shared_from_this();  // the set below may hold the last other reference
+    if (!why.empty()) {
+      log().info(absl::StrCat("channel server ", core_->text_, ": closing connection #", number_,
+                              ": ", sv(why)));
+    }
+    // The counts first, so whoever sees the socket close sees them already updated.
+    core_->partial_total_ -= partial_bytes_;
+    partial_bytes_ = 0;
+    core_->publish_partial();
+    if (core_->connections_.erase(self) > 0) {
+      core_->connections_open_.store(core_->connections_.size(), std::memory_order_relaxed);
+    }
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+    if (linger_) linger_->cancel();
+    if (session_ != nullptr && session_->owner == this) {
+      session_->owner = nullptr;
+      session_->orphaned = std::chrono::steady_clock::now();
+    }
+    session_ = nullptr;
+  }
+
+ private:
+  enum class State { kAwaitHello, kUp, kRejected };
+
+  void read() {
+    // Straight into the splitter: no copy between the socket and the frame.
+    socket_.async_read_some(boost::asio::buffer(splitter_.prepare(read_chunk_), read_chunk_),
+                            [self = shared_from_this()](const boost::system::error_code& ec,
+                                                        size_t n) { self->on_read(ec, n); });
+  }
+
+  void on_read(const boost::system::error_code& ec, size_t n) {
+    if (closed_) return;
+    if (ec) return close(hung_up(ec) ? "" : os_error(ec));
+    last_read_ = std::chrono::steady_clock::now();
+    if (state_ == State::kRejected) return read();  // discard until the client hangs up
+    splitter_.commit(n);
+    // R-FLOW-4: the reads grow only when the peer fills them.
+    if (n == read_chunk_ && read_chunk_ < kReadChunk) read_chunk_ *= 2;
+    for (;;) {
+      absl::StatusOr<std::optional<v2::RawFrame>> frame = splitter_.next();
+      if (!frame.ok()) {
+        return protocol_error(absl::StrCat("protocol error: ", frame.status().message()));
+      }
+      if (!frame->has_value()) break;
+      if (!on_frame((*frame)->kind, (*frame)->body)) return;
+      if (closed_ || close_after_write_) return;
+    }
+    account_partial();
+    if (closed_) return;  // the partial-frame bound closed this one
+    flush();              // one cumulative ACK per batch read (§8 rule 20)
+    read();
+  }
+
+  // One frame; false when the connection ends (or stops reading).
+  bool on_frame(v2::Kind kind, std::string_view body) {
+    if (kind == v2::Kind::kData) return on_data(body);
+    if (kind == v2::Kind::kHello) {
+      absl::StatusOr<v2::Hello> hello = v2::decode_hello(body);
+      if (!hello.ok()) {
+        if (state_ != State::kAwaitHello) {
+          protocol_error("protocol error: a second HELLO on one connection");
+        } else {
+          reject(v2::RejectCode::kBadHello, std::string(hello.status().message()));
+        }
+        return false;
+      }
+      return on_hello(*hello);
+    }
+    if (kind == v2::Kind::kGoodbye && state_ == State::kUp) {
+      // §11: client_closing (and protocol_error, and unknown codes) — the session is over.
+      absl::StatusOr<v2::Goodbye> goodbye = v2::decode_goodbye(body);
+      forget_session();
+      close(goodbye.ok() && goodbye->code == static_cast<uint16_t>(v2::GoodbyeCode::kClientClosing)
+                ? ""
+                : "the client said goodbye: protocol error");
+      return false;
+    }
+    protocol_error(absl::StrCat("protocol error: unexpected frame kind ", static_cast<int>(kind),
+                                state_ == State::kUp ? " from a client" : " before HELLO"));
+    return false;
+  }
+
+  // R-FLOW-4: counts what the splitter holds of an incomplete frame toward the listener's bound.
+  void account_partial() {
+    const size_t now = splitter_.buffered();
+    core_->partial_total_ = core_->partial_total_ - partial_bytes_ + now;
+    partial_bytes_ = now;
+    core_->enforce_partial_cap();
+  }
+
+  // A protocol error ends the connection. What this connection already enqueued is acked first
+  // (one ACK, then close), so the client neither counts it unacked nor retransmits it.
+  void protocol_error(std::string why) {
+    if (closed_) return;
+    if (!ack_pending_ || session_ == nullptr) return close(why);
+    log().info(absl::StrCat("channel server ", core_->text_, ": closing connection #", number_,
+                            " after acking what it delivered: ", why));
+    close_after_write_ = true;
+    state_ = State::kRejected;  // read nothing more
+    flush();
+  }
+
+  // §4.2's server rule.
+  bool on_hello(const v2::Hello& hello) {
+    if (state_ != State::kAwaitHello) {
+      protocol_error("protocol error: a second HELLO on one connection");
+      return false;
+    }
+    if (hello.version != v2::kVersion) {  // §15: the frozen layout, naming both versions
+      reject(std::nullopt,
+             absl::StrCat("wire version mismatch: the client speaks version ", hello.version,
+                          ", this server version ", v2::kVersion, "; upgrade the older side"));
+      return false;
+    }
+    if (hello.auth_mode != 0) {
+      reject(v2::RejectCode::kAuthUnsupported,
+             absl::StrCat("auth_mode ", hello.auth_mode, " is not supported by this server"));
+      return false;
+    }
+    bool created = false;
+    auto it = core_->sessions_.find(hello.client_session);
+    if (it == core_->sessions_.end()) {
+      if (hello.resuming) {
+        reject(v2::RejectCode::kSessionUnknown,
+               absl::StrCat("unknown session ", hello.client_session, " (first unacked seq ",
+                            hello.first_unacked_seq,
+                            "): this server restarted or forgot it; resume on a new session"));
+        return false;
+      }
+      auto session = std::make_unique<Session>();
+      session->decoder.emplace(core_->dict_limits());
+      it = core_->sessions_.emplace(hello.client_session, std::move(session)).first;
+      created = true;
+      if (log().enabled(runtime::LogLevel::kDebug)) {
+        log().debug(absl::StrCat("channel server ", core_->text_, ": new session ",
+                                 hello.client_session, " on connection #", number_));
+      }
+    } else if (!hello.resuming) {
+      reject(v2::RejectCode::kBadHello,
+             absl::StrCat("session ", hello.client_session,
+                          " exists: a new session (not resuming) needs a new id"));
+      return false;
+    } else if (it->second->next_expected < hello.first_unacked_seq) {
+      reject(v2::RejectCode::kSessionOutOfSync,
+             absl::StrCat("session ", hello.client_session, " out of sync: the client's first "
+                          "unacked seq ", hello.first_unacked_seq, " is beyond this server's ",
+                          it->second->next_expected, "; resume on a new session"));
+      return false;
+    }
+    Session* session = it->second.get();
+    if (session->owner != nullptr && session->owner != this) {
+      session->owner->close("its session reconnected on a new connection");
+    }
+    session->owner = this;
+    session_ = session;
+    session_id_ = hello.client_session;
+    if (created) {  // the new session is owned: only others can be forgotten for the bound
+      if (core_->sessions_.size() > core_->options_.max_sessions) core_->bound_sessions();
+      core_->sessions_open_.store(core_->sessions_.size(), std::memory_order_relaxed);
+    }
+    state_ = State::kUp;
+    splitter_.set_limit(core_->max_frame_);
+    v2::append(out_, core_->welcome(session->next_expected));
+    flush();
+    return true;
+  }
+
+  // §8 rules 17–19: deliver seq == next, drop seq < next, a gap is a stream error.
+  bool on_data(std::string_view body) {
+    if (state_ != State::kUp) {
+      close("protocol error: DATA before HELLO");
+      return false;
+    }
+    uint64_t seq = 0;
+    if (body.size() < sizeof(seq)) {
+      protocol_error("protocol error: a DATA frame shorter than its seq");
+      return false;
+    }
+    std::memcpy(&seq, body.data(), sizeof(seq));
+    if (seq < session_->next_expected) return true;  // a retransmit we already enqueued
+    if (seq > session_->next_expected) {
+      protocol_error(absl::StrCat("protocol error: DATA seq ", seq, " skips ahead of ",
+                                  session_->next_expected));
+      return false;
+    }
+    absl::StatusOr<EnvelopePtr> env = session_->decoder->decode(body, seq);
+    if (!env.ok()) {
+      protocol_error(absl::StrCat("protocol error: DATA seq ", seq, ": ", env.status().message()));
+      return false;
+    }
+    ++session_->next_expected;
+    ack_pending_ = true;
+    core_->deliver_to_.post(*std::move(env), core_->ret_);
+    return true;
+  }
+
+  // §5 rule 10: the client ended the session; its dictionary and counters go.
+  void forget_session() {
+    if (session_ == nullptr) return;
+    session_ = nullptr;
+    core_->sessions_.erase(session_id_);
+    core_->sessions_open_.store(core_->sessions_.size(), std::memory_order_relaxed);
+  }
+
+  // REJECT (structured with a code; the frozen layout without one), then half-close and linger.
+  void reject(std::optional<v2::RejectCode> code, const std::string& reason) {
+    log().warn(absl::StrCat("channel server ", core_->text_, ": rejecting connection #", number_,
+                            ": ", reason));
+    state_ = State::kRejected;
+    v2::Reject r;
+    if (code) r.code = static_cast<uint16_t>(*code);
+    r.text = reason;
+    v2::append(out_, r);
+    shutdown_after_write_ = true;
+    flush();
+    if (!closed_) read();
+  }
+
+  void flush() {
+    if (writing_ || closed_) return;
+    if (ack_pending_ && session_ != nullptr) {
+      v2::append(out_, v2::Ack{session_->next_expected, {}});
+      ack_pending_ = false;
+    }
+    if (out_.empty()) return;
+    in_flight_.swap(out_);
+    out_.clear();
+    writing_ = true;
+    boost::asio::async_write(socket_, boost::asio::buffer(in_flight_),
+                             [self = shared_from_this()](const boost::system::error_code& ec,
+                                                         size_t) { self->on_written(ec); });
+  }
+
+  void on_written(const boost::system::error_code& ec) {
+    writing_ = false;
+    in_flight_.clear();
+    if (closed_) return;
+    if (ec) return close(hung_up(ec) ? "" : os_error(ec));
+    if (close_after_write_ && out_.empty()) return close("");
+    if (shutdown_after_write_ && out_.empty()) {
+      shutdown_after_write_ = false;
+      boost::system::error_code ignored;
+      socket_.shutdown(Socket::shutdown_send, ignored);
+      linger_ = std::make_unique<boost::asio::steady_timer>(core_->io_.context(), kRejectLinger);
+      linger_->async_wait([self = shared_from_this()](const boost::system::error_code& e) {
+        if (!e) self->close("");
+      });
+      return;
+    }
+    flush();
+  }
+
+  std::shared_ptr<ServerCore> core_;
+  Socket socket_;
+  const uint64_t number_;
+  v2::FrameSplitter splitter_{v2::kHandshakeFrameLimit};
+  size_t read_chunk_ = kFirstReadChunk;  // what the next read asks for
+  std::string out_;        // frames waiting for the next write
+  std::string in_flight_;  // the write in flight
+  State state_ = State::kAwaitHello;
+  const std::chrono::steady_clock::time_point accepted_at_;
+  std::chrono::steady_clock::time_point last_read_;
+  size_t partial_bytes_ = 0;  // counted in core_->partial_total_
+  Session* session_ = nullptr;
+  uint64_t session_id_ = 0;
+  bool writing_ = false;
+  bool ack_pending_ = false;        // envelopes enqueued since the last ACK
+  bool close_after_write_ = false;  // a protocol error: close once the final ACK is written
+  bool shutdown_after_write_ = false;
+  bool closed_ = false;
+  std::unique_ptr<boost::asio::steady_timer> linger_;
+};
+
+}  // namespace postal::routing::internal::stream_server

@@ -1,0 +1,198 @@
+// The ipc/tcp ChannelServer's listener state (routing internal): ServerCore (accept, the
+// listener bounds, the session table, stats) and what a connection shares with it. The
+// connection itself is stream_connection.h; stream_server.cc has ServerCore's functions and
+// `serve_stream`. Everything runs on the I/O thread, except what stream_server.cc says.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "envelope_codec.h"
+#include "frames_v2.h"
+#include "postal/runtime/log_rate_limit.h"
+#include "postal/wire/absl_compat.h"
+#include "socket_util.h"
+#include "transports.h"
+
+namespace postal::routing::internal::stream_server {
+
+using runtime::ChannelAddr;
+using runtime::EnvelopePtr;
+
+// R-FLOW-4: a connection reads into its frame splitter's buffer, asking for little at first and
+// twice as much each time a read fills what it asked for, up to kReadChunk.
+constexpr size_t kFirstReadChunk = 4 << 10;
+constexpr size_t kReadChunk = 256 << 10;
+// How often a listener looks for connections past their handshake or partial-frame timeout, at
+// most (a quarter of the shorter timeout, at least 10 ms).
+constexpr auto kMaxSweepPeriod = std::chrono::seconds(1);
+constexpr auto kMinSweepPeriod = std::chrono::milliseconds(10);
+// After an accept error other than running out of fds, the listener tries again this late.
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+// After a REJECT the server half-closes and waits this long for the client to hang up, so the
+// REJECT is read before the connection is reset.
+constexpr auto kRejectLinger = std::chrono::seconds(5);
+
+class Connection;
+
+// A client that went away (closed, reset, or gone mid-write) is routine, not worth a log line.
+inline bool hung_up(const boost::system::error_code& ec) {
+  return ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset ||
+         ec == boost::asio::error::broken_pipe;
+}
+
+// Out of file descriptors, process-wide or system-wide.
+inline bool out_of_fds(const boost::system::error_code& ec) {
+  return ec == boost::asio::error::no_descriptors ||
+         (ec.category() == boost::system::system_category() && ec.value() == ENFILE);
+}
+
+inline std::chrono::steady_clock::duration to_chrono(absl::Duration d) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      absl::ToChronoNanoseconds(d));
+}
+
+// §5: what the server keeps of a client's session across its connections.
+struct Session {
+  uint64_t next_expected = 0;   // R-CHAN-1: every seq below was enqueued here
+  Connection* owner = nullptr;  // the connection currently carrying this session
+  std::chrono::steady_clock::time_point orphaned;  // when it last lost its connection
+  std::optional<v2::EnvelopeDecoder> decoder;  // the session dictionary's receiving half (§7)
+};
+
+class ServerCore : public std::enable_shared_from_this<ServerCore> {
+ public:
+  ServerCore(IoThread& io, ChannelAddr local, runtime::MailboxSender& deliver_to,
+             runtime::ReturnHandle& ret, ChannelOptions options)
+      : io_(io),
+        local_(std::move(local)),
+        text_(local_.to_string()),
+        deliver_to_(deliver_to),
+        ret_(ret),
+        options_(options),
+        max_frame_(static_cast<uint32_t>(std::clamp<uint64_t>(
+            options.max_frame_bytes, 4096, std::numeric_limits<uint32_t>::max()))),
+        partial_cap_(std::max<size_t>(options.max_partial_frame_bytes, max_frame_ + 4)),
+        acceptor_(io.context()),
+        sweep_timer_(io.context()),
+        retry_timer_(io.context()) {}
+  ~ServerCore() {
+    if (reserve_fd_ >= 0) ::close(reserve_fd_);
+  }
+
+  absl::Status listen(const Endpoint& endpoint);
+  void start() {
+    boost::asio::post(io_.context(), [self = shared_from_this()] {
+      self->accept();
+      self->arm_sweep();
+    });
+  }
+  ChannelServer::Stats stats() const;
+  void stop();
+  void drop_connections();
+
+  const ChannelAddr& local_addr() const { return local_; }
+  void set_local_addr(ChannelAddr addr) {
+    local_ = std::move(addr);
+    text_ = local_.to_string();
+  }
+  void set_unlink_path(std::string path) { unlink_path_ = std::move(path); }
+  // Only before start(): afterwards the acceptor belongs to the I/O thread.
+  Endpoint bound_endpoint(boost::system::error_code& ec) const {
+    return acceptor_.local_endpoint(ec);
+  }
+
+ private:
+  friend class Connection;
+
+  void accept();
+  void on_accepted(Socket socket);
+  // EMFILE/ENFILE: close what is pending through the reserved fd, then wait for a connection.
+  void on_out_of_fds(const boost::system::error_code& ec);
+  void arm_sweep();
+  // Closes connections past their handshake or partial-frame timeout; forgets sessions past
+  // session_linger.
+  void sweep();
+  // Forgets sessions without a connection past session_linger, and past max_sessions the longest
+  // unconnected ones.
+  void bound_sessions();
+  // R-FLOW-4: closes connections (largest partial frame first) until the bound holds.
+  void enforce_partial_cap();
+  void publish_partial();
+  // A rate-limited line for closes and refusals that input can repeat.
+  void log_bounded(std::string_view what);
+
+  IoThread& io_;
+  ChannelAddr local_;
+  std::string text_;
+  runtime::LogRateLimit accept_errors_{absl::Seconds(1)};  // an fd shortage repeats per connection
+  runtime::MailboxSender& deliver_to_;
+  runtime::ReturnHandle& ret_;
+  // The session dictionary's bounds this server announces (§7.4).
+  v2::DictLimits dict_limits() const { return v2::DictLimits{}; }
+  // The WELCOME of a session at `next_expected`: the same limits for every session (§4.3).
+  v2::Welcome welcome(uint64_t next_expected) const {
+    v2::Welcome w;
+    w.next_expected = next_expected;
+    w.max_frame_bytes = max_frame_;
+    w.dict_max_entries = dict_limits().max_entries;
+    w.dict_max_bytes = static_cast<uint32_t>(dict_limits().max_bytes);
+    w.transfer_window = std::max<uint32_t>(w.transfer_window, max_frame_);
+    return w;
+  }
+
+  const ChannelOptions options_;
+  const uint32_t max_frame_;  // max_frame_bytes, within what the u32 length prefix can say
+  const size_t partial_cap_;  // max_partial_frame_bytes, at least one max-size frame
+  Acceptor acceptor_;
+  std::string unlink_path_;                          // ipc path to remove on stop
+  runtime::LogRateLimit bounded_{absl::Seconds(1)};  // closes and refusals by the bounds
+
+  // Written on the I/O thread, read by stats() on any thread.
+  std::atomic<size_t> connections_open_{0};
+  std::atomic<size_t> partial_published_{0};
+  std::atomic<size_t> partial_peak_{0};
+  std::atomic<uint64_t> refused_over_cap_{0};
+  std::atomic<uint64_t> closed_handshake_timeout_{0};
+  std::atomic<uint64_t> closed_partial_frame_timeout_{0};
+  std::atomic<uint64_t> closed_over_partial_bytes_{0};
+  std::atomic<uint64_t> out_of_fds_{0};
+  std::atomic<uint64_t> shed_out_of_fds_{0};
+  std::atomic<size_t> sessions_open_{0};
+  std::atomic<uint64_t> sessions_forgotten_{0};
+
+  // I/O thread only.
+  boost::asio::steady_timer sweep_timer_;
+  boost::asio::steady_timer retry_timer_;
+  // A descriptor held in reserve: closed to accept-and-close pending connections at EMFILE.
+  int reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  size_t partial_total_ = 0;  // the sum of the connections' partial_bytes_
+  bool stopped_ = false;
+  uint64_t connections_accepted_ = 0;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> sessions_;
+  absl::flat_hash_set<std::shared_ptr<Connection>> connections_;
+};
+
+}  // namespace postal::routing::internal::stream_server
