@@ -28,6 +28,7 @@
 #include "postal/runtime/port.h"
 #include "support/count_msg.h"
 #include "support/must.h"
+#include "support/wait_for.h"
 #include "support/raw_peer.h"
 
 namespace postal::routing {
@@ -53,15 +54,7 @@ ChannelAddr ipc_abstract() {
       absl::StrCat("postal-bounds-", ::getpid(), "-", counter.fetch_add(1))));
 }
 
-// Waits for `done` with a deadline; whether it came true.
-bool wait_for(const std::function<bool()>& done, absl::Duration deadline = kDeadline) {
-  const absl::Time give_up = absl::Now() + deadline;
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
-}
+using test_support::wait_for;
 
 // Raises the soft fd limit back on destruction.
 class FdLimit {

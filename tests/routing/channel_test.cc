@@ -31,6 +31,7 @@
 #include "postal/runtime/port.h"
 #include "support/must.h"
 #include "support/raw_peer.h"
+#include "support/wait_for.h"
 
 namespace {
 
@@ -146,8 +147,7 @@ class ChannelTest : public testing::Test {
   }
   // Waits (with a deadline) until the client's acks have caught up to `n` unacked envelopes.
   static void wait_unacked(const ChannelClient& client, size_t n) {
-    const absl::Time give_up = absl::Now() + kDeadline;
-    while (client.unacked() != n && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+    test_support::wait_for([&] { return client.unacked() == n; }, kDeadline);
     ASSERT_EQ(client.unacked(), n);
   }
 
@@ -644,10 +644,7 @@ TEST_F(ChannelTest, R_CHAN_2_AClosingClientSaysGoodbyeAndTheServerForgetsTheSess
   expect_in_order(0, 1);
   wait_unacked(*client, 0);
   client->close();
-  const absl::Time give_up = absl::Now() + kDeadline;
-  while (server->stats().connections != 0 && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  test_support::wait_for([&] { return server->stats().connections == 0; }, kDeadline);
   EXPECT_EQ(server->stats().connections, 0u);
 }
 TEST_F(ChannelTest, R_CHAN_2_ASessionWithoutAConnectionIsForgottenAfterTheLinger) {
@@ -664,10 +661,7 @@ TEST_F(ChannelTest, R_CHAN_2_ASessionWithoutAConnectionIsForgottenAfterTheLinger
     expect_in_order(0, 1);
     EXPECT_EQ(server->stats().sessions, 1u);
   }  // the connection goes; the session lingers, then is forgotten
-  const absl::Time give_up = absl::Now() + kDeadline;
-  while (server->stats().sessions != 0 && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  test_support::wait_for([&] { return server->stats().sessions == 0; }, kDeadline);
   EXPECT_EQ(server->stats().sessions, 0u);
   EXPECT_EQ(server->stats().sessions_forgotten, 1u);
   // Forgetting is safe: resuming it is refused as unknown, so the client returns what it wrote.
@@ -688,10 +682,8 @@ TEST_F(ChannelTest, R_CHAN_2_PastMaxSessionsTheLongestUnconnectedAreForgotten) {
       peer.send(hello(id));
       expect_kind(peer, v2::Kind::kWelcome);
     }
-    const absl::Time give_up = absl::Now() + kDeadline;  // the server saw it go
-    while (server->stats().connections != 0 && absl::Now() < give_up) {
-      absl::SleepFor(absl::Milliseconds(1));
-    }
+    // The server saw it go.
+    test_support::wait_for([&] { return server->stats().connections == 0; }, kDeadline);
   }
   RawPeer live = connect_raw(ctx, server->local_addr());
   live.send(hello(5));

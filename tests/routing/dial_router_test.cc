@@ -27,6 +27,7 @@
 #include "postal/runtime/port.h"
 #include "support/count_msg.h"
 #include "support/must.h"
+#include "support/wait_for.h"
 
 namespace postal::routing {
 namespace {
@@ -204,15 +205,7 @@ TEST_F(DialRouterTest, R_FLOW_3_WhatWaitsForADialIsBounded) {
   }
 }
 
-// Waits for `done` with a deadline; whether it came true.
-bool wait_for(const std::function<bool()>& done, absl::Duration deadline = kDeadline) {
-  const absl::Time give_up = absl::Now() + deadline;
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
-}
+using test_support::wait_for;
 
 // Issue 10 finding 7: every throwaway peer (a `postal status` call) left a cached client behind
 // for good. Idle clients are evicted and freed: their connections close, and a later post to the
