@@ -155,7 +155,7 @@ absl::StatusOr<uint32_t> EnvelopeEncoder::ref_actor(const ActorAddr& addr, std::
 }
 
 absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::string& out,
-                                     uint64_t max_body, bool with_payload) {
+                                     uint64_t max_body, bool with_payload, bool chunked) {
   // What can fail the envelope before a ref is made is checked first; a ref that fails later
   // (an address over the wire's bound, a full dictionary) rolls this frame's DEFINEs back.
   const bool has_hop = env.has_explicit_next_hop() && env.next_hop() != env.dest();
@@ -177,7 +177,8 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
 
   ++frame_;
   undo_.clear();
-  absl::Status failed = body(seq, env, has_hop, targets, *payload, max_body, with_payload, out);
+  absl::Status failed =
+      body(seq, env, has_hop, targets, *payload, max_body, with_payload, chunked, out);
   if (!failed.ok()) roll_back();
   undo_.clear();
   return failed;
@@ -186,7 +187,7 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
 absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_hop,
                                    const std::vector<FailureTarget>& targets,
                                    std::string_view payload_bytes, uint64_t max_body,
-                                   bool with_payload, std::string& out) {
+                                   bool with_payload, bool chunked, std::string& out) {
   const std::string_view* payload = &payload_bytes;
   std::string defines, headers, failures;
   uint16_t define_count = 0;
@@ -253,14 +254,14 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
   }
 
   const uint64_t total = kFixedBytes + (has_hop ? kNextHopBytes : 0) + defines.size() +
-                         headers.size() + failures.size() + payload->size();
+                         headers.size() + failures.size() + (chunked ? 0 : payload->size());
   last_body_ = total;
   if (total > max_body) {
     return absl::OutOfRangeError(
         absl::StrCat("a DATA body of ", total, " bytes exceeds the limit of ", max_body));
   }
   const uint16_t flags = (env.return_undeliverable() ? kReturnUndeliverable : 0) |
-                         (has_hop ? kHasNextHop : 0);
+                         (has_hop ? kHasNextHop : 0) | (chunked ? kChunked : 0);
   put<uint64_t>(out, seq);
   put<uint16_t>(out, flags);
   put<uint8_t>(out, env.ttl());
@@ -280,12 +281,13 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
     put<uint64_t>(out, env.next_hop().id.port.value());
   }
   out.append(defines).append(headers).append(failures);
-  if (with_payload) out.append(*payload);
+  if (with_payload && !chunked) out.append(*payload);
   return absl::OkStatus();
 }
 
-absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view body,
-                                                              uint64_t& seq) {
+absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view body, uint64_t& seq,
+                                                              uint64_t* chunked,
+                                                              uint64_t max_message_bytes) {
   wire::UntrustedScope untrusted;  // DEFINEs come from the network: bounded label interning
   Reader r(body);
   uint16_t flags = 0, define_count = 0, header_count = 0, failure_count = 0, reserved = 0;
@@ -298,8 +300,16 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
     return stream_error(absl::StrCat("truncated: ", body.size(), " bytes, the fixed part is ",
                                      kFixedBytes));
   }
-  if (flags & kChunked) return stream_error("chunked payloads are not supported by this build");
-  if (flags & ~kKnownFlags) return stream_error(absl::StrCat("unknown flags 0x", absl::Hex(flags)));
+  if (chunked != nullptr) *chunked = 0;
+  if (flags & kChunked) {  // §6.6, §9.1
+    if (chunked == nullptr) return stream_error("a chunked payload where none is allowed");
+    if (payload_len == 0 || payload_len > max_message_bytes) {
+      return stream_error(absl::StrCat("a chunked payload of ", payload_len,
+                                       " bytes; allowed 1 to max_message_bytes (",
+                                       max_message_bytes, ")"));
+    }
+  }
+  if (flags & ~(kKnownFlags | kChunked)) return stream_error(absl::StrCat("unknown flags 0x", absl::Hex(flags)));
   if (type_hash == 0) return stream_error("type hash 0");
   const std::optional<Port> dest_port = port_of(dest_kind, dest_value);
   if (!dest_port) return stream_error(absl::StrCat("unknown port kind ", dest_kind));
@@ -469,6 +479,14 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
     env->add_failure(std::move(f));
   }
 
+  if (flags & kChunked) {  // the bytes follow in CHUNK frames; the transfer fills them in
+    if (r.left() != 0) {
+      return stream_error(absl::StrCat(r.left(), " payload bytes in a chunked DATA frame"));
+    }
+    *chunked = payload_len;
+    env->data() = wire::Any::from_bytes(type_hash, std::string());
+    return env;
+  }
   if (r.left() != payload_len) {
     return stream_error(absl::StrCat("payload of ", r.left(), " bytes, the header says ",
                                      payload_len));

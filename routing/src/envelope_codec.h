@@ -65,9 +65,12 @@ class EnvelopeEncoder {
   // Appends the DATA body of `env` with `seq` (fixed part … payload) to `out`. On error nothing
   // is appended and the dictionary is as before: OutOfRange when the body would exceed
   // `max_body` bytes. With `with_payload` false the payload's bytes are left off (the caller
-  // writes them from the envelope as a slice, §6.7); the body still counts them.
+  // writes them from the envelope as a slice, §6.7); the body still counts them. With
+  // `chunked` the frame carries flag `chunked` and no payload bytes (they follow in CHUNK frames,
+  // §9), and the body does not count them.
   absl::Status encode(uint64_t seq, runtime::MessageEnvelope& env, std::string& out,
-                      uint64_t max_body = UINT64_MAX, bool with_payload = true);
+                      uint64_t max_body = UINT64_MAX, bool with_payload = true,
+                      bool chunked = false);
 
   size_t entries() const { return entries_.size(); }
   uint64_t bytes() const { return bytes_; }
@@ -90,7 +93,7 @@ class EnvelopeEncoder {
   // encode() once the envelope's counts are known to fit: refs, then the bytes.
   absl::Status body(uint64_t seq, runtime::MessageEnvelope& env, bool has_hop,
                     const std::vector<FailureTarget>& targets, std::string_view payload,
-                    uint64_t max_body, bool with_payload, std::string& out);
+                    uint64_t max_body, bool with_payload, bool chunked, std::string& out);
   // Undoes this frame's definitions (an envelope that fails after some refs were made).
   void roll_back();
 
@@ -120,7 +123,12 @@ class EnvelopeDecoder {
   explicit EnvelopeDecoder(DictLimits limits = {}) : limits_(limits) {}
 
   // Decodes one DATA body; `seq` receives its seq. Applies its DEFINEs first (§7.2 rule 12).
-  absl::StatusOr<runtime::EnvelopePtr> decode(std::string_view body, uint64_t& seq);
+  // A frame with flag `chunked` (§6.6) is a stream error unless `chunked` is given: then it
+  // decodes with an empty payload of the same type, and *chunked receives its payload_len
+  // (1 … max_message_bytes; 0 for an inline payload).
+  absl::StatusOr<runtime::EnvelopePtr> decode(std::string_view body, uint64_t& seq,
+                                              uint64_t* chunked = nullptr,
+                                              uint64_t max_message_bytes = 0);
 
   size_t entries() const { return entries_.size(); }
   uint64_t bytes() const { return bytes_; }

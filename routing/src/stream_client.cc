@@ -135,13 +135,13 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
                                                        runtime::InvalidReason::kProtocolMismatch,
                                                        std::string(payload.status().message())));
   }
-  // R-CHAN-3: an envelope whose smallest possible frame is over the limit fails alone, now; the
-  // exact size is checked when it is encoded.
-  const uint64_t least = 1 + v2::kFixedBytes + payload->size();
-  if (least > max_frame_) {
+  // R-CHAN-3: a payload over max_message_bytes fails alone, now (§9.1); the exact sizes are
+  // checked when it is encoded, against the server's limits.
+  if (payload->size() > options_.max_message_bytes) {
     std::string target = target_of(*env);
     return fail_now(std::move(env), ret,
-                    DeliveryFailure::oversized_frame(std::move(target), least, max_frame_));
+                    DeliveryFailure::oversized_frame(std::move(target), payload->size(),
+                                                     options_.max_message_bytes));
   }
   bool kick = false, defer = false;
   size_t full_queue = 0, full_bytes = 0;
@@ -303,7 +303,10 @@ void StreamClientCore::send_hello() {
   splitter_ = v2::FrameSplitter(v2::kHandshakeFrameLimit);
   // §4.2: resume when something written is outstanding; otherwise present a new session, so a
   // server that lost its sessions has nothing to reject.
-  hello_resuming_ = written_ > acked_;
+  // A transfer registered there (its DATA acked) resumes the session too (§9.5).
+  hello_resuming_ = written_ > acked_ ||
+                    std::any_of(transfers_.begin(), transfers_.end(),
+                                [&](const std::unique_ptr<Transfer>& t) { return t->seq < acked_; });
   if (!hello_resuming_ && session_presented_) new_session();
   session_presented_ = true;
   v2::Hello hello;
@@ -399,6 +402,7 @@ void StreamClientCore::drop_connection(std::string why) {
   up_.store(false, std::memory_order_release);
   next_to_send_ = acked_;
   send_offset_ = 0;
+  cut_half_.reset();
   control_.clear();
   control_sent_ = 0;
   waiting_writable_ = false;
@@ -471,11 +475,19 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   for (Pending& p : pending_) {
     if (p.seq >= acked_ && p.env) returned.push_back(std::move(p.env));
   }
+  for (std::unique_ptr<Transfer>& t : transfers_) {
+    if (t->env) returned.push_back(std::move(t->env));
+  }
+  for (EnvelopePtr& env : held_) returned.push_back(std::move(env));
   for (Queued& q : queued) returned.push_back(std::move(q.env));
   pending_.clear();
+  transfers_.clear();
+  held_.clear();
+  cut_half_.reset();
   outstanding_.store(0, std::memory_order_release);
   // §11: a closing client says so when it can do it cleanly (no DATA frame cut in half).
-  if (link_ == Link::kUp && send_offset_ == 0 && control_sent_ == 0 && !waiting_writable_ &&
+  if (link_ == Link::kUp && send_offset_ == 0 && !cut_half_ && control_sent_ == 0 &&
+      !waiting_writable_ &&
       absl::IsCancelled(why)) {
     std::string goodbye;
     v2::append(goodbye, v2::Goodbye{static_cast<uint16_t>(v2::GoodbyeCode::kClientClosing),

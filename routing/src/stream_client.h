@@ -38,8 +38,18 @@
 //
 // Delivery timer (§12 rule 40): while anything is pending the client expects an ACK at least
 // every delivery_timeout; when none comes the channel closes with AckTimedOut.
+//
+// Transfers (§9): a payload over `chunk_bytes` travels as a DATA frame with flag `chunked` and
+// then CHUNK frames cut from the envelope's cached bytes, at most `transfer_window` beyond what
+// the server acked, one chunk per transfer per write round after the DATA frames (§9.9), so a
+// transfer never stalls the channel. Order per (sender, destination) pair (R-CHAN-4, §9.8): a
+// later envelope of a pair whose transfer has not written its last chunk yet is *held* (`held_`)
+// and sequenced once that chunk is out; after a reconnect, the remaining chunks of a transfer
+// whose pair was released go out before any DATA frame. A transfer's envelope is the client's
+// until the server acks its last byte; it counts as outstanding until then.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -105,12 +115,31 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
 
  private:
   enum class Link { kDown, kConnecting, kHandshaking, kUp };
+  // §9: one chunked payload in flight.
+  struct Transfer {
+    uint64_t seq;                // its DATA frame's seq
+    std::string_view payload;    // the envelope's cached bytes
+    runtime::EnvelopePtr env;    // the envelope once its DATA is acked (before: in its Pending)
+    uint64_t sent = 0;           // payload bytes written in chunks on this connection
+    uint64_t received = 0;       // what the server holds (§9.4)
+    bool released = false;       // its last chunk was written once: its pair flows again
+    runtime::ActorAddr from, to;  // its pair (§9.8)
+  };
+  // A chunk frame cut by a write round: its 21-byte prefix and header, then a payload slice.
+  struct ChunkCut {
+    Transfer* transfer = nullptr;
+    uint64_t offset = 0;
+    size_t len = 0;
+    std::array<char, 21> head{};
+    size_t done = 0;  // bytes of head + slice written (a chunk cut in half by a full socket)
+  };
   struct Pending {
     uint64_t seq;
     runtime::EnvelopePtr env;  // returned as it was posted when the channel closes
     std::string frame;         // prefix, kind and body; without the payload when `sliced`
     std::string_view payload;  // the envelope's cached payload bytes, written after `frame`
     bool sliced = false;
+    Transfer* transfer = nullptr;  // a chunked envelope's transfer
   };
 
   void fail_now(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, runtime::DeliveryFailure f);
@@ -139,8 +168,22 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void on_goodbye(uint64_t gen, const v2::Goodbye& goodbye);
   // Moves what posts queued into `pending_`, sequenced and encoded (§6.1). Only while up.
   void sequence();
+  // Sequences `env` unless its pair must wait (§9.8 rule 34): then it joins `held_`.
+  void admit(runtime::EnvelopePtr env);
+  // Whether `env` must wait behind its pair's transfer or for a transfer slot.
+  bool must_hold(runtime::MessageEnvelope& env) const;
+  // Sequences held envelopes that no longer need to wait, oldest first (rule 35).
+  void release_held();
   // Encodes one envelope as the next DATA frame of the session; false when it failed alone.
   bool encode(runtime::EnvelopePtr& env);
+  // The server holds all of `t`: the envelope is delivered there (§9.4).
+  void finish_transfer(Transfer* t);
+  // Cuts the chunks of a write round into `cuts_` (§9.9): `released` transfers only, or the
+  // others whose DATA frame precedes seq `data_end`.
+  void cut_chunks(bool released, uint64_t data_end, size_t& bytes);
+  // Where `t`'s next chunk starts: past what was written, the chunk cut in half and this round.
+  uint64_t cut_end(const Transfer* t) const;
+  size_t chunk_limit() const;
   // Writes the control frame, then unsent DATA frames in seq order (R-CHAN-4), with gathered
   // non-blocking writes (§13 rule 42) until everything is out or the socket is full.
   void flush_writes();
@@ -149,8 +192,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   Written write_some(int& err);
   // A worker's flush: whether everything went out (else the I/O thread takes over).
   bool write_inline();
-  // `n` more bytes reached the socket: frames written completely count as written.
-  void advance(size_t n);
+  // `n` more bytes of the write round reached the socket: frames written completely count as
+  // written. True when a transfer wrote its last chunk (held envelopes may go).
+  bool advance(size_t n);
   // The socket is full: flush_writes again when it can take more.
   void wait_writable();
   // The connection of generation `gen` is gone: drop it and reconnect if anything is pending.
@@ -202,6 +246,13 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   absl::Mutex io_mu_;
   std::vector<Queued> taking_;  // the batch `sequence` took from queued_ (kept for capacity)
   std::deque<Pending> pending_;  // sequenced, unacked, by seq (contiguous)
+  std::deque<runtime::EnvelopePtr> held_;  // waiting behind their pair's transfer (§9.8)
+  std::vector<std::unique_ptr<Transfer>> transfers_;  // incomplete, by seq
+  std::vector<ChunkCut> cuts_;    // the chunks of the write round in progress
+  std::optional<ChunkCut> cut_half_;  // a chunk the socket took part of: it goes on first
+  size_t round_robin_ = 0;        // the transfer that cuts first in the next round
+  size_t head_cuts_ = 0;          // cuts_[0, head_cuts_) go before the round's DATA frames
+  uint64_t batch_data_end_ = 0;   // the round's DATA frames end before this seq
   uint64_t session_;             // the current client_session
   std::optional<v2::EnvelopeEncoder> encoder_;  // the session's dictionary, from its WELCOME
   v2::Welcome limits_;            // the session's WELCOME (its limits are fixed per session)

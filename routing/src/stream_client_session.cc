@@ -29,6 +29,8 @@ constexpr size_t kMaxIov = 1024;
 // Payloads up to this size are copied into their frame; larger ones are written from the
 // envelope as a slice (§6.7).
 constexpr size_t kInlinePayload = 512;
+// iovecs a write round keeps for chunks (64 chunks, a head and a slice each, and a half one).
+constexpr size_t kChunkIov = 2 * 64 + 2;
 
 }  // namespace
 
@@ -84,17 +86,37 @@ void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
   const size_t before = pending_.size();
   if (!hello_resuming_) {
     // A new session: its dictionary starts empty with the bounds the server announced, and
-    // what is pending (never written) is encoded afresh from seq 0.
+    // what is pending (never written) is encoded afresh from seq 0, held ones after it.
     limits_ = welcome;
     encoder_.emplace(v2::DictLimits{welcome.dict_max_entries, welcome.dict_max_bytes});
     std::deque<Pending> old;
     old.swap(pending_);
+    std::deque<EnvelopePtr> held;
+    held.swap(held_);
+    transfers_.clear();
+    cut_half_.reset();
     next_seq_ = acked_ = written_ = next_to_send_ = 0;
-    for (Pending& p : old) encode(p.env);
+    for (Pending& p : old) admit(std::move(p.env));
+    for (EnvelopePtr& env : held) admit(std::move(env));
   } else {
-    outstanding_.fetch_sub(welcome.next_expected - acked_, std::memory_order_acq_rel);
     acked_ = welcome.next_expected;  // R-CHAN-2: frames below it were enqueued there
     trim();
+    // §9.5 rule 28: listed transfers resume at what the server holds; unlisted ones below
+    // next_expected are complete; the others start over after their DATA frame.
+    cut_half_.reset();
+    std::vector<Transfer*> complete;
+    for (const std::unique_ptr<Transfer>& t : transfers_) {
+      t->sent = t->received = 0;
+      if (t->seq >= welcome.next_expected) continue;
+      auto listed = std::find_if(welcome.transfers.begin(), welcome.transfers.end(),
+                                 [&](const v2::TransferProgress& p) { return p.seq == t->seq; });
+      if (listed == welcome.transfers.end() || listed->received >= t->payload.size()) {
+        complete.push_back(t.get());
+      } else {
+        t->sent = t->received = listed->received;
+      }
+    }
+    for (Transfer* t : complete) finish_transfer(t);
   }
   next_to_send_ = acked_;  // everything else is (re)sent
   send_offset_ = 0;
@@ -121,12 +143,26 @@ void StreamClientCore::on_ack(uint64_t gen, const v2::Ack& ack) {
                                          " beyond the last frame written (", written_, ")"));
   }
   if (ack.next_expected > acked_) {
-    outstanding_.fetch_sub(ack.next_expected - acked_, std::memory_order_acq_rel);
     acked_ = ack.next_expected;
     trim();
   }
+  bool window_moved = false;
+  for (const v2::TransferProgress& p : ack.transfers) {  // §9.4
+    auto it = std::find_if(transfers_.begin(), transfers_.end(),
+                           [&](const std::unique_ptr<Transfer>& t) { return t->seq == p.seq; });
+    if (it == transfers_.end() || p.seq >= acked_ || p.received > (*it)->sent) {
+      return link_failed(gen, absl::StrCat("protocol error: ACK of transfer ", p.seq, " at ",
+                                           p.received, " beyond what was sent"));
+    }
+    Transfer* t = it->get();
+    if (p.received <= t->received) continue;
+    t->received = p.received;
+    window_moved = true;
+    if (t->received == t->payload.size()) finish_transfer(t);
+  }
   progress_at_ = absl::Now();  // §12 rule 40: every ACK restarts the delivery timer
   if (!anything_pending()) idle_ = true;
+  if (window_moved) flush_writes();  // the window opened: more chunks (or released envelopes)
 }
 
 void StreamClientCore::on_reject(uint64_t gen, const v2::Reject& reject) {
@@ -151,7 +187,6 @@ void StreamClientCore::on_reject(uint64_t gen, const v2::Reject& reject) {
 void StreamClientCore::on_goodbye(uint64_t gen, const v2::Goodbye& goodbye) {
   if (link_ != Link::kUp) return link_failed(gen, "protocol error: GOODBYE before WELCOME");
   if (goodbye.next_expected <= written_ && goodbye.next_expected > acked_) {
-    outstanding_.fetch_sub(goodbye.next_expected - acked_, std::memory_order_acq_rel);
     acked_ = goodbye.next_expected;
     trim();
   }
@@ -171,10 +206,14 @@ void StreamClientCore::resume_on_new_session(const std::string& why) {
   // Frames written to the old session and not acked may or may not have been enqueued before it
   // went away: return them (at most once). The rest never left this process: they continue, in
   // order, on a new session.
+  // Transfers registered (or possibly registered) on the old session go back the same way.
   std::vector<EnvelopePtr> returned;
   while (!pending_.empty() && pending_.front().seq < written_) {
     if (pending_.front().seq >= acked_) returned.push_back(std::move(pending_.front().env));
     pending_.pop_front();
+  }
+  for (std::unique_ptr<Transfer>& t : transfers_) {
+    if (t->env) returned.push_back(std::move(t->env));
   }
   outstanding_.fetch_sub(returned.size(), std::memory_order_acq_rel);
   acked_ = written_;
@@ -207,39 +246,157 @@ void StreamClientCore::sequence() {
     if (queued_.empty()) return;
     taking_.swap(queued_);
   }
-  for (Queued& q : taking_) encode(q.env);
+  const size_t limit = chunk_limit();
+  for (Queued& q : taking_) {
+    // The common case, no transfer under way and none coming: nothing can be held.
+    if (q.bytes <= limit && transfers_.empty() && held_.empty()) {
+      encode(q.env);
+    } else {
+      admit(std::move(q.env));
+    }
+  }
   taking_.clear();
+}
+
+size_t StreamClientCore::chunk_limit() const {
+  // A CHUNK frame is its kind, 16 bytes of header and the bytes (§9.2).
+  const uint64_t frame = std::min<uint64_t>(max_frame_, limits_.max_frame_bytes);
+  return static_cast<size_t>(std::min<uint64_t>(options_.chunk_bytes, frame - 17));
+}
+
+bool StreamClientCore::must_hold(MessageEnvelope& env) const {
+  const runtime::ActorAddr& to = env.dest().actor_addr();
+  for (const std::unique_ptr<Transfer>& t : transfers_) {
+    if (!t->released && t->from == env.sender() && t->to == to) return true;
+  }
+  return env.data().bytes()->size() > chunk_limit() && transfers_.size() >= limits_.max_transfers;
+}
+
+void StreamClientCore::admit(EnvelopePtr env) {
+  if (!held_.empty()) {
+    const runtime::ActorAddr& to = env->dest().actor_addr();
+    for (const EnvelopePtr& h : held_) {
+      if (h->sender() == env->sender() && h->dest().actor_addr() == to) {
+        held_.push_back(std::move(env));
+        return;
+      }
+    }
+  }
+  if (must_hold(*env)) {
+    held_.push_back(std::move(env));
+    return;
+  }
+  encode(env);
+}
+
+void StreamClientCore::release_held() {
+  if (held_.empty() || link_ != Link::kUp || closed()) return;
+  std::deque<EnvelopePtr> held;
+  held.swap(held_);
+  for (EnvelopePtr& env : held) admit(std::move(env));  // in order: a pair stays behind its first
 }
 
 bool StreamClientCore::encode(EnvelopePtr& env) {
   std::string_view payload = *env->data().bytes();  // serialized and cached by post
-  Pending p{next_seq_, nullptr, std::string(), std::string_view(), payload.size() > kInlinePayload};
-  p.frame.reserve(v2::kPrefixBytes + 96 + (p.sliced ? 0 : payload.size()));
-  p.frame.resize(v2::kPrefixBytes);
-  const uint64_t max_body = std::min<uint64_t>(max_frame_, limits_.max_frame_bytes) - 1;
-  absl::Status s = encoder_->encode(p.seq, *env, p.frame, max_body, !p.sliced);
-  if (!s.ok()) {  // this envelope fails alone; the session carries on (R-CHAN-3)
+  const bool chunked = payload.size() > chunk_limit();
+  Pending p{next_seq_, nullptr, std::string(), std::string_view(),
+            !chunked && payload.size() > kInlinePayload};
+  auto fail = [&](DeliveryFailure f) {  // this envelope fails alone; the session carries on
     outstanding_.fetch_sub(1, std::memory_order_acq_rel);
-    std::string target = target_of(*env);
-    DeliveryFailure f =
-        absl::IsOutOfRange(s)
-            ? DeliveryFailure::oversized_frame(std::move(target), encoder_->last_body_bytes() + 1,
-                                               max_body + 1)
-            : DeliveryFailure::invalid_reference(std::move(target),
-                                                 runtime::InvalidReason::kProtocolMismatch,
-                                                 std::string(s.message()));
     MessageEnvelope::undeliverable(std::move(env), std::move(f), returns_);
     return false;
+  };
+  if (chunked && payload.size() > limits_.max_message_bytes) {  // R-CHAN-3, §9.1
+    return fail(DeliveryFailure::oversized_frame(target_of(*env), payload.size(),
+                                                 limits_.max_message_bytes));
+  }
+  p.frame.reserve(v2::kPrefixBytes + 96 + (p.sliced || chunked ? 0 : payload.size()));
+  p.frame.resize(v2::kPrefixBytes);
+  const uint64_t max_body = std::min<uint64_t>(max_frame_, limits_.max_frame_bytes) - 1;
+  absl::Status s = encoder_->encode(p.seq, *env, p.frame, max_body, !p.sliced, chunked);
+  if (!s.ok()) {  // R-CHAN-3
+    std::string target = target_of(*env);
+    return fail(absl::IsOutOfRange(s)
+                    ? DeliveryFailure::oversized_frame(
+                          std::move(target), encoder_->last_body_bytes() + 1, max_body + 1)
+                    : DeliveryFailure::invalid_reference(std::move(target),
+                                                         runtime::InvalidReason::kProtocolMismatch,
+                                                         std::string(s.message())));
   }
   const uint32_t length = static_cast<uint32_t>(p.frame.size() - v2::kPrefixBytes + 1 +
                                                 (p.sliced ? payload.size() : 0));
   std::memcpy(p.frame.data(), &length, sizeof(length));
   p.frame[4] = static_cast<char>(v2::Kind::kData);
   if (p.sliced) p.payload = payload;
+  if (chunked) {
+    auto t = std::make_unique<Transfer>();
+    t->seq = p.seq;
+    t->payload = payload;
+    t->from = env->sender();
+    t->to = env->dest().actor_addr();
+    p.transfer = t.get();
+    transfers_.push_back(std::move(t));
+  }
   p.env = std::move(env);
   pending_.push_back(std::move(p));
   ++next_seq_;
   return true;
+}
+
+void StreamClientCore::finish_transfer(Transfer* t) {
+  auto it = std::find_if(transfers_.begin(), transfers_.end(),
+                         [&](const std::unique_ptr<Transfer>& x) { return x.get() == t; });
+  if (it == transfers_.end()) return;
+  if (cut_half_ && cut_half_->transfer == t) cut_half_.reset();
+  for (Pending& p : pending_) {  // its DATA is acked, so normally trimmed already
+    if (p.transfer == t) p.transfer = nullptr;
+  }
+  transfers_.erase(it);  // the envelope (delivered at the server) goes with it
+  outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+  release_held();  // a slot is free (rule 24)
+}
+
+uint64_t StreamClientCore::cut_end(const Transfer* t) const {
+  uint64_t end = t->sent;  // what went out whole, then the chunk cut in half, then this batch's
+  if (cut_half_ && cut_half_->transfer == t) end = cut_half_->offset + cut_half_->len;
+  for (const ChunkCut& c : cuts_) {
+    if (c.transfer == t) end = c.offset + c.len;
+  }
+  return end;
+}
+
+void StreamClientCore::cut_chunks(bool released, uint64_t data_end, size_t& bytes) {
+  if (transfers_.empty()) return;
+  const size_t n = transfers_.size();
+  const size_t limit = chunk_limit();
+  bool progress = true;
+  // Round-robin, one chunk per transfer per pass, while the round has room (§9.9 rule 37): at
+  // least one chunk whenever a transfer can send, however many DATA frames went before.
+  while (progress && cuts_.size() < 64) {
+    progress = false;
+    for (size_t k = 0; k < n && cuts_.size() < 64; ++k) {
+      Transfer* t = transfers_[(round_robin_ + k) % n].get();
+      if (t->released != released || (!released && t->seq >= data_end)) continue;
+      const uint64_t from = cut_end(t);
+      const uint64_t window_end = t->received + limits_.transfer_window;
+      const uint64_t end = std::min<uint64_t>({t->payload.size(), window_end, from + limit});
+      if (end <= from) continue;
+      if (!cuts_.empty() && bytes >= options_.max_batch_bytes) return;
+      ChunkCut c;
+      c.transfer = t;
+      c.offset = from;
+      c.len = static_cast<size_t>(end - from);
+      const uint32_t length = static_cast<uint32_t>(1 + 16 + c.len);
+      std::memcpy(c.head.data(), &length, 4);
+      c.head[4] = static_cast<char>(v2::Kind::kChunk);
+      std::memcpy(c.head.data() + 5, &t->seq, 8);
+      std::memcpy(c.head.data() + 13, &c.offset, 8);
+      bytes += c.head.size() + c.len;
+      cuts_.push_back(c);
+      progress = true;
+    }
+  }
+  round_robin_ = (round_robin_ + 1) % n;
 }
 
 void StreamClientCore::flush_writes() {
@@ -263,30 +420,71 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
   if (link_ != Link::kHandshaking && link_ != Link::kUp) return Written::kAll;
   const int fd = socket_.native_handle();
   iovec iov[kMaxIov];
+  auto add_cut = [&](const ChunkCut& c, size_t& count) {
+    size_t skip = c.done;
+    if (skip < c.head.size()) {
+      iov[count++] = iovec{const_cast<char*>(c.head.data()) + skip, c.head.size() - skip};
+      skip = 0;
+    } else {
+      skip -= c.head.size();
+    }
+    iov[count++] = iovec{const_cast<char*>(c.transfer->payload.data()) + c.offset + skip,
+                         c.len - skip};
+  };
   for (;;) {
     size_t count = 0, bytes = 0;
+    cuts_.clear();
+    head_cuts_ = 0;
+    batch_data_end_ = next_to_send_;
     if (control_sent_ < control_.size()) {
       iov[count++] = iovec{control_.data() + control_sent_, control_.size() - control_sent_};
       bytes += control_.size() - control_sent_;
     }
-    if (link_ == Link::kUp && !pending_.empty()) {
-      size_t offset = send_offset_;
-      for (size_t i = next_to_send_ - pending_.front().seq;
-           i < pending_.size() && count + 2 <= kMaxIov && bytes < options_.max_batch_bytes; ++i) {
-        const Pending& p = pending_[i];
-        if (offset < p.frame.size()) {
-          iov[count++] = iovec{const_cast<char*>(p.frame.data()) + offset, p.frame.size() - offset};
-          bytes += p.frame.size() - offset;
+    if (link_ == Link::kUp) {
+      // A chunk cut in half goes on first; then the chunks of released transfers (after a
+      // reconnect: their pair's later envelopes must not overtake them), then DATA frames, then
+      // one chunk per transfer (§9.9).
+      if (cut_half_) {
+        add_cut(*cut_half_, count);
+        bytes += cut_half_->head.size() + cut_half_->len - cut_half_->done;
+      }
+      bool data_allowed = true;
+      if (!transfers_.empty()) {
+        cut_chunks(/*released=*/true, 0, bytes);
+        head_cuts_ = cuts_.size();
+        for (const ChunkCut& c : cuts_) add_cut(c, count);
+        for (const std::unique_ptr<Transfer>& t : transfers_) {
+          if (!t->released) continue;
+          if (cut_end(t.get()) < t->payload.size()) data_allowed = false;
+        }
+      }
+      if (data_allowed && !pending_.empty()) {
+        size_t offset = send_offset_;
+        size_t i = next_to_send_ - pending_.front().seq;
+        for (; i < pending_.size() && count + 2 <= kMaxIov - kChunkIov &&
+               bytes < options_.max_batch_bytes;
+             ++i) {
+          const Pending& p = pending_[i];
+          if (offset < p.frame.size()) {
+            iov[count++] =
+                iovec{const_cast<char*>(p.frame.data()) + offset, p.frame.size() - offset};
+            bytes += p.frame.size() - offset;
+            offset = 0;
+          } else {
+            offset -= p.frame.size();
+          }
+          if (!p.payload.empty()) {
+            iov[count++] = iovec{const_cast<char*>(p.payload.data()) + offset,
+                                 p.payload.size() - offset};
+            bytes += p.payload.size() - offset;
+          }
           offset = 0;
-        } else {
-          offset -= p.frame.size();
         }
-        if (!p.payload.empty()) {
-          iov[count++] = iovec{const_cast<char*>(p.payload.data()) + offset,
-                               p.payload.size() - offset};
-          bytes += p.payload.size() - offset;
-        }
-        offset = 0;
+        batch_data_end_ = pending_.front().seq + i;
+      }
+      if (!transfers_.empty() && data_allowed) {
+        cut_chunks(/*released=*/false, batch_data_end_, bytes);
+        for (size_t k = head_cuts_; k < cuts_.size(); ++k) add_cut(cuts_[k], count);
       }
     }
     if (count == 0) return Written::kAll;
@@ -300,12 +498,12 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
       err = errno;
       return Written::kFailed;
     }
-    advance(static_cast<size_t>(n));
+    if (advance(static_cast<size_t>(n))) release_held();
     if (static_cast<size_t>(n) < bytes) return Written::kFull;  // the socket buffer is full
   }
 }
 
-void StreamClientCore::advance(size_t n) {
+bool StreamClientCore::advance(size_t n) {
   if (control_sent_ < control_.size()) {
     const size_t take = std::min(n, control_.size() - control_sent_);
     control_sent_ += take;
@@ -315,18 +513,46 @@ void StreamClientCore::advance(size_t n) {
       control_sent_ = 0;
     }
   }
-  while (n > 0) {
+  bool released = false;
+  // A chunk: whether it was written whole (else it is the chunk cut in half now).
+  auto take_cut = [&](ChunkCut c) {
+    const size_t left = c.head.size() + c.len - c.done;
+    if (n < left) {
+      c.done += n;
+      n = 0;
+      cut_half_ = c;
+      return false;
+    }
+    n -= left;
+    Transfer* t = c.transfer;
+    t->sent = c.offset + c.len;
+    if (t->sent == t->payload.size() && !t->released) released = t->released = true;
+    return true;
+  };
+  if (cut_half_ && n > 0) {
+    ChunkCut c = *cut_half_;
+    cut_half_.reset();
+    if (!take_cut(c)) return released;
+  }
+  for (size_t k = 0; k < head_cuts_ && n > 0; ++k) {
+    if (!take_cut(cuts_[k])) return released;
+  }
+  while (n > 0 && next_to_send_ < batch_data_end_) {
     const Pending& p = pending_[next_to_send_ - pending_.front().seq];
     const size_t left = p.frame.size() + p.payload.size() - send_offset_;
     if (n < left) {
       send_offset_ += n;
-      return;
+      return released;
     }
     n -= left;
     send_offset_ = 0;
     ++next_to_send_;
     written_ = std::max(written_, next_to_send_);  // complete: the server may have it
   }
+  for (size_t k = head_cuts_; k < cuts_.size() && n > 0; ++k) {
+    if (!take_cut(cuts_[k])) return released;
+  }
+  return released;
 }
 
 void StreamClientCore::wait_writable() {
@@ -345,7 +571,19 @@ void StreamClientCore::wait_writable() {
 }
 
 void StreamClientCore::trim() {
-  while (!pending_.empty() && pending_.front().seq < acked_) pending_.pop_front();
+  // Acked DATA frames are done with, except a transfer's: its envelope stays the client's until
+  // the server holds every byte (§9.6).
+  size_t done = 0;
+  while (!pending_.empty() && pending_.front().seq < acked_) {
+    Pending& p = pending_.front();
+    if (p.transfer != nullptr) {
+      p.transfer->env = std::move(p.env);
+    } else {
+      ++done;
+    }
+    pending_.pop_front();
+  }
+  if (done > 0) outstanding_.fetch_sub(done, std::memory_order_acq_rel);
 }
 
 void StreamClientCore::new_session() {
@@ -354,6 +592,9 @@ void StreamClientCore::new_session() {
   session_ = random_session(session_);
   session_presented_ = false;
   encoder_.reset();
+  transfers_.clear();  // their DATA frames were never written: encoded again, with the rest
+  cut_half_.reset();
+  for (Pending& p : pending_) p.transfer = nullptr;
   acked_ = written_ = next_to_send_ = 0;
   next_seq_ = pending_.size();
   uint64_t seq = 0;

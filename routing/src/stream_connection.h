@@ -111,6 +111,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // One frame; false when the connection ends (or stops reading).
   bool on_frame(v2::Kind kind, std::string_view body) {
     if (kind == v2::Kind::kData) return on_data(body);
+    if (kind == v2::Kind::kChunk && state_ == State::kUp) return on_chunk(body);
+    if (kind == v2::Kind::kAbort && state_ == State::kUp) return on_abort(body);
     if (kind == v2::Kind::kHello) {
       absl::StatusOr<v2::Hello> hello = v2::decode_hello(body);
       if (!hello.ok()) {
@@ -217,7 +219,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     state_ = State::kUp;
     splitter_.set_limit(core_->max_frame_);
-    v2::append(out_, core_->welcome(session->next_expected));
+    v2::Welcome welcome = core_->welcome(session->next_expected);
+    welcome.transfers = session->progress();  // §9.5: where each transfer resumes
+    v2::append(out_, welcome);
     flush();
     return true;
   }
@@ -240,15 +244,92 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                   session_->next_expected));
       return false;
     }
-    absl::StatusOr<EnvelopePtr> env = session_->decoder->decode(body, seq);
+    uint64_t chunked = 0;
+    absl::StatusOr<EnvelopePtr> env =
+        session_->decoder->decode(body, seq, &chunked, core_->options_.max_message_bytes);
     if (!env.ok()) {
       protocol_error(absl::StrCat("protocol error: DATA seq ", seq, ": ", env.status().message()));
       return false;
+    }
+    if (chunked != 0) {  // §9.3: a transfer registers; its CHUNK frames follow
+      if (session_->transfers.size() >= core_->welcome(0).max_transfers) {
+        protocol_error(absl::StrCat("protocol error: DATA seq ", seq, " starts a transfer past ",
+                                    "max_transfers (", session_->transfers.size(), " open)"));
+        return false;
+      }
+      session_->transfers.emplace(seq, Transfer{*std::move(env), chunked, std::string()});
+      ++session_->next_expected;
+      ack_pending_ = true;
+      return true;
     }
     ++session_->next_expected;
     ack_pending_ = true;
     core_->deliver_to_.post(*std::move(env), core_->ret_);
     return true;
+  }
+
+  // §9.2 rule 23: the next bytes of a registered transfer, in order.
+  bool on_chunk(std::string_view body) {
+    absl::StatusOr<v2::Chunk> chunk = v2::decode_chunk(body);
+    if (!chunk.ok()) {
+      protocol_error(absl::StrCat("protocol error: CHUNK: ", chunk.status().message()));
+      return false;
+    }
+    auto it = session_->transfers.find(chunk->seq);
+    if (it == session_->transfers.end()) {
+      protocol_error(absl::StrCat("protocol error: a CHUNK of transfer ", chunk->seq,
+                                  ", which is not registered"));
+      return false;
+    }
+    Transfer& t = it->second;
+    const uint64_t n = chunk->bytes.size();
+    if (chunk->offset != t.bytes.size() || n > t.payload_len - t.bytes.size()) {
+      protocol_error(absl::StrCat("protocol error: a CHUNK of transfer ", chunk->seq, " at ",
+                                  chunk->offset, " (+", n, "); it holds ", t.bytes.size(), " of ",
+                                  t.payload_len));
+      return false;
+    }
+    // §9.10 rule 38: the buffer grows with the bytes received (doubling), never from the
+    // announced length alone, until it reaches a quarter of it; then straight to the whole.
+    const uint64_t need = t.bytes.size() + n;
+    if (need > t.bytes.capacity()) {
+      uint64_t cap = t.bytes.empty() ? n : 2 * static_cast<uint64_t>(t.bytes.capacity());
+      if (t.bytes.capacity() >= t.payload_len / 4) cap = t.payload_len;
+      t.bytes.reserve(static_cast<size_t>(std::min(std::max(cap, need), t.payload_len)));
+    }
+    t.bytes.append(chunk->bytes);
+    note_progress(chunk->seq, t.bytes.size());
+    ack_pending_ = true;
+    if (t.bytes.size() == t.payload_len) {  // rule 25: posted before the next frame is read
+      EnvelopePtr env = std::move(t.env);
+      const uint64_t type = env->data().type_hash();
+      env->data() = wire::Any::from_bytes(type, std::move(t.bytes));
+      session_->transfers.erase(it);
+      core_->deliver_to_.post(std::move(env), core_->ret_);
+    }
+    return true;
+  }
+
+  // §9.6 rule 30: the client gave the transfer up; its bytes go, nothing is returned.
+  bool on_abort(std::string_view body) {
+    absl::StatusOr<v2::TransferEnd> end = v2::decode_transfer_end(body);
+    if (!end.ok()) {
+      protocol_error(absl::StrCat("protocol error: ABORT: ", end.status().message()));
+      return false;
+    }
+    session_->transfers.erase(end->seq);  // unknown or complete: ignored
+    return true;
+  }
+
+  // §8 rule 20: the next ACK lists this transfer's progress.
+  void note_progress(uint64_t seq, uint64_t received) {
+    for (v2::TransferProgress& p : progress_) {
+      if (p.seq == seq) {
+        p.received = received;
+        return;
+      }
+    }
+    progress_.push_back({seq, received});
   }
 
   // §5 rule 10: the client ended the session; its dictionary and counters go.
@@ -276,7 +357,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void flush() {
     if (writing_ || closed_) return;
     if (ack_pending_ && session_ != nullptr) {
-      v2::append(out_, v2::Ack{session_->next_expected, {}});
+      v2::append(out_, v2::Ack{session_->next_expected, std::move(progress_)});
+      progress_.clear();
       ack_pending_ = false;
     }
     if (out_.empty()) return;
@@ -322,6 +404,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t session_id_ = 0;
   bool writing_ = false;
   bool ack_pending_ = false;        // envelopes enqueued since the last ACK
+  std::vector<v2::TransferProgress> progress_;  // transfers that advanced since the last ACK
   bool close_after_write_ = false;  // a protocol error: close once the final ACK is written
   bool shutdown_after_write_ = false;
   bool closed_ = false;

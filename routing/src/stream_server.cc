@@ -121,8 +121,9 @@ void ServerCore::on_out_of_fds(const boost::system::error_code& ec) {
 
 void ServerCore::arm_sweep() {
   if (stopped_) return;
-  const auto shorter = to_chrono(std::min(
-      {options_.handshake_timeout, options_.partial_frame_timeout, options_.session_linger}));
+  const auto shorter = to_chrono(std::min({options_.handshake_timeout,
+                                           options_.partial_frame_timeout, options_.session_linger,
+                                           options_.transfer_idle_timeout}));
   const auto period = std::clamp<std::chrono::steady_clock::duration>(shorter / 4, kMinSweepPeriod,
                                                                       kMaxSweepPeriod);
   sweep_timer_.expires_after(period);
@@ -144,9 +145,12 @@ void ServerCore::bound_sessions() {
   const auto now = std::chrono::steady_clock::now();
   const auto linger = to_chrono(options_.session_linger);
   std::vector<std::pair<std::chrono::steady_clock::time_point, uint64_t>> orphans;
+  // A session holding partial payloads goes sooner: its client returns them (§9.5 rule 29).
+  const auto transfer_linger = std::min(linger, to_chrono(options_.transfer_idle_timeout));
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     const Session& s = *it->second;
-    if (s.owner == nullptr && now - s.orphaned >= linger) {
+    if (s.owner == nullptr &&
+        now - s.orphaned >= (s.transfers.empty() ? linger : transfer_linger)) {
       sessions_.erase(it++);
       sessions_forgotten_.fetch_add(1, std::memory_order_relaxed);
       continue;

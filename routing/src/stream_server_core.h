@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <atomic>
 #include <cerrno>
@@ -74,12 +75,26 @@ inline std::chrono::steady_clock::duration to_chrono(absl::Duration d) {
       absl::ToChronoNanoseconds(d));
 }
 
+// §9: a chunked payload being reassembled here, registered by its DATA frame.
+struct Transfer {
+  EnvelopePtr env;           // decoded from the DATA frame; its payload fills in at completion
+  uint64_t payload_len = 0;  // announced by the DATA frame
+  std::string bytes;         // the reassembly buffer (§9.10 rule 38)
+};
+
 // §5: what the server keeps of a client's session across its connections.
 struct Session {
   uint64_t next_expected = 0;   // R-CHAN-1: every seq below was enqueued here
   Connection* owner = nullptr;  // the connection currently carrying this session
   std::chrono::steady_clock::time_point orphaned;  // when it last lost its connection
   std::optional<v2::EnvelopeDecoder> decoder;  // the session dictionary's receiving half (§7)
+  std::map<uint64_t, Transfer> transfers;      // incomplete, by seq (≤ max_transfers)
+  // What the session's transfers progress lists (§8 rule 20, §9.5): every incomplete one.
+  std::vector<v2::TransferProgress> progress() const {
+    std::vector<v2::TransferProgress> out;
+    for (const auto& [seq, t] : transfers) out.push_back({seq, t.bytes.size()});
+    return out;
+  }
 };
 
 class ServerCore : public std::enable_shared_from_this<ServerCore> {
@@ -159,7 +174,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
     w.max_frame_bytes = max_frame_;
     w.dict_max_entries = dict_limits().max_entries;
     w.dict_max_bytes = static_cast<uint32_t>(dict_limits().max_bytes);
-    w.transfer_window = std::max<uint32_t>(w.transfer_window, max_frame_);
+    w.max_message_bytes = options_.max_message_bytes;
+    w.transfer_window = std::max<uint32_t>(options_.transfer_window, max_frame_);
+    w.max_transfers = std::max<uint16_t>(options_.max_transfers, 1);
     return w;
   }
 

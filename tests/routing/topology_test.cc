@@ -235,13 +235,16 @@ TEST_F(TopologyTest, R_ENV_3_TtlExpiresAcrossHopsAndComesBack) {
   EXPECT_GT(delivered, 0);
 }
 
-TEST_F(TopologyTest, R_CHAN_3_OversizedFrameFailsOneEnvelopeAndTheConnectionCarriesOn) {
+// Past the 8 MiB frame limit a message crosses procs as a transfer of chunks (docs/wire.md §9),
+// there and back; the connections carry on. (Past max_message_bytes it fails alone:
+// channel_transfer_test.)
+TEST_F(TopologyTest, R_CHAN_3_APayloadPastTheFrameLimitCrossesProcsAndTheConnectionCarriesOn) {
   up(three_procs(*this, [&](const std::string& n) { return ipc(n); }));
   const auto target = payload_port(actor("gamma", "echo"));
-  auto big = drive(actor("alpha", "driver"), "ping-pong", {target}, 1, 9 << 20);  // > 8 MiB
+  auto big = drive(actor("alpha", "driver"), "ping-pong", {target}, 2, 9 << 20);  // > 8 MiB
   ASSERT_TRUE(big.ok()) << big.status();
-  EXPECT_EQ(big->failures, 1u);
-  EXPECT_NE(big->error.find("oversized frame"), std::string::npos) << big->error;
+  EXPECT_EQ(big->failures, 0u) << big->error;
+  EXPECT_EQ(big->messages, 2u);
   auto small = drive(actor("alpha", "driver"), "ping-pong", {target}, 100);
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_TRUE(small->error.empty()) << small->error;

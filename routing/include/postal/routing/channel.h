@@ -32,6 +32,18 @@ struct ChannelOptions {
   // R-CHAN-3: a larger envelope fails alone with OversizedFrame; a peer that announces a larger
   // frame loses its connection.
   size_t max_frame_bytes = 8 << 20;
+  // Large messages (docs/wire.md §9): a payload over `chunk_bytes` travels as a transfer of
+  // CHUNK frames of at most this size, interleaved with other traffic; payloads up to
+  // `max_message_bytes` are allowed (a larger one fails alone with OversizedFrame). A server
+  // announces its max_message_bytes and `transfer_window` (chunk bytes a client may send beyond
+  // what is acked, per transfer) in WELCOME, and holds at most `max_transfers` per session.
+  size_t chunk_bytes = 256 << 10;
+  uint64_t max_message_bytes = 1ull << 30;
+  uint32_t transfer_window = 8 << 20;
+  uint16_t max_transfers = 4;
+  // A session whose client has been gone this long while a transfer of it is incomplete is
+  // forgotten (its partial payloads freed; the client gets session_unknown and returns them).
+  absl::Duration transfer_idle_timeout = absl::Seconds(60);
   // R-CHAN-2: when no ACK came for this long while envelopes were pending, the client closes and
   // returns every pending envelope with AckTimedOut (docs/wire.md §12 rule 40). The first dial's
   // handshake is bounded by it too.
