@@ -4,6 +4,11 @@
 
 namespace postal::mail {
 
+void MailStore::append_async(std::string_view id, Priority priority, std::string body,
+                             AppendDone done) {
+  std::move(done)(append(id, priority, std::move(body)));
+}
+
 absl::StatusOr<std::vector<StoredMessage>> MailStore::read_all(std::string_view id,
                                                                uint64_t through) {
   std::vector<StoredMessage> all;

@@ -1,9 +1,11 @@
 // MailStore: messages, order and durability, for every store (mail_store_suite.h).
+#include <algorithm>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "mail_store_suite.h"
 #include "postal/mail/mail_errors.h"
 
@@ -137,6 +139,43 @@ TEST_P(MailStoreTest, ConcurrentAppendsAreAllStoredWithDistinctSequenceNumbers) 
   std::set<uint64_t> stored;
   for (const StoredMessage& m : *all) stored.insert(m.seq);
   EXPECT_EQ(stored, seqs);
+}
+
+// append_async: every append completes exactly once with what append would return; durable ones
+// complete in sequence order (the writer commits in submission order), in-memory ones at once; a
+// failure completes too, and what completed ok is stored.
+TEST_P(MailStoreTest, AppendAsyncCompletesEachAppendOnceInSequenceOrder) {
+  make("async", {.max_messages = 150});
+  constexpr int kAppends = 200;
+  absl::Mutex mu;
+  std::vector<uint64_t> durable_seqs;
+  int failed = 0;
+  int completed = 0;
+  for (int i = 0; i < kAppends; ++i) {
+    const bool durable = i % 2 == 1;
+    store_->append_async("async", durable ? Priority::kCritical : Priority::kNormal,
+                         absl::StrCat("m", i), [&, durable](absl::StatusOr<uint64_t> seq) {
+                           absl::MutexLock lock(&mu);
+                           ++completed;
+                           if (seq.ok()) {
+                             if (durable) durable_seqs.push_back(*seq);
+                           } else {
+                             EXPECT_TRUE(IsBudgetExhausted(seq.status())) << seq.status();
+                             ++failed;
+                           }
+                         });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                        +[](int* n) { return *n == kAppends; }, &completed),
+                                    absl::Seconds(30)));
+    EXPECT_EQ(failed, kAppends - 150);  // maxMessages (M-BOX-6) holds without waiting as well
+    EXPECT_EQ(durable_seqs.size(), 75u);
+    EXPECT_TRUE(std::is_sorted(durable_seqs.begin(), durable_seqs.end()));
+  }
+  if (store_->persistent()) reopen();
+  EXPECT_EQ(all_bodies(*store_, "async").size(), store_->persistent() ? 75u : 150u);
 }
 
 TEST_P(MailStoreTest, M_PRIO_2_CriticalAndUrgentSurviveAReopenNormalDoesNot) {

@@ -165,6 +165,38 @@ TEST_P(RetainedTest, M_KIND_2_ConcurrentPublishesDuringReplaysAreNeitherLostNorD
   }
 }
 
+// publish_async (what a MailboxHost uses for posts from other procs): stored, then pushed live
+// like publish, with its sequence number reported once stored; destroying the mailboxes waits for
+// what is still being committed, so every `done` runs and nothing acked is missing.
+TEST_P(RetainedTest, M_KIND_2_PublishAsyncStoresThenPushesAndTheDestructorWaitsForIt) {
+  create("async.inbox");
+  Inbox live;
+  RetainedSubscription sub = subscribe("async.inbox", live);
+  constexpr int kPosts = 100;
+  std::atomic<int> done{0};
+  for (int i = 0; i < kPosts; ++i) {
+    mail_->publish_async("async.inbox", Priority::kUrgent, absl::StrCat("a", i),
+                         [&](absl::StatusOr<uint64_t> seq) {
+                           EXPECT_TRUE(seq.ok()) << seq.status();
+                           done.fetch_add(1);
+                         });
+  }
+  ASSERT_TRUE(live.wait_for(kPosts));
+  const std::vector<std::string> bodies = live.bodies();
+  const std::set<std::string> got(bodies.begin(), bodies.end());
+  EXPECT_EQ(got.size(), size_t{kPosts});
+  for (int i = 0; i < kPosts; ++i) {
+    mail_->publish_async("async.inbox", Priority::kCritical, absl::StrCat("late", i),
+                         [&](absl::StatusOr<uint64_t>) { done.fetch_add(1); });
+  }
+  sub.unsubscribe();
+  mail_.reset();  // waits for the late ones
+  EXPECT_EQ(done.load(), 2 * kPosts);
+  absl::StatusOr<uint64_t> n = shared_->count("async.inbox");
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, uint64_t{2 * kPosts});
+}
+
 TEST_P(RetainedTest, M_RECV_5_AnErasedMessageNeverReplaysAgain) {
   create("tasks");
   const uint64_t done = publish("tasks", Priority::kUrgent, "done");

@@ -19,10 +19,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "nats_server.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::tools::bench {
 namespace {
+
+using postal::bench::find_nats_server;
+using postal::bench::NatsServer;
+using postal::bench::spawn_child;
 
 namespace fs = std::filesystem;
 
@@ -45,50 +50,12 @@ std::string find_peer(const PeerOptions& o, const std::string& name) {
   return "";
 }
 
-// nats-server on PATH or in the sbin directories Debian installs it to.
-std::string find_nats_server() {
-  std::vector<std::string> dirs;
-  if (const char* path = std::getenv("PATH")) dirs = absl::StrSplit(path, ':');
-  for (const char* d : {"/usr/sbin", "/usr/local/sbin", "/usr/local/bin", "/usr/bin"})
-    dirs.push_back(d);
-  for (const auto& d : dirs) {
-    if (!d.empty() && executable(fs::path(d) / "nats-server"))
-      return (fs::path(d) / "nats-server").string();
-  }
-  return "";
-}
-
-// Starts `args` with stdout to `out_fd` (or /dev/null when -1) and stderr to /dev/null when
-// `quiet`; returns the pid. The child is signalled when this process dies (PR_SET_PDEATHSIG), so
-// no peer or nats-server outlives an interrupted run. Between fork and exec the child makes only
-// async-signal-safe calls.
-absl::StatusOr<pid_t> spawn(const std::vector<std::string>& args, int out_fd, bool quiet) {
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0)
-    return absl::UnavailableError(absl::StrCat("cannot start ", args[0], ": fork failed"));
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) _exit(127);  // the parent died before prctl
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(out_fd >= 0 ? out_fd : null, 1);
-    if (quiet) ::dup2(null, 2);
-    ::execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
 // Runs `args` and returns the last line it printed on stdout; kills it after `timeout`.
 absl::StatusOr<std::string> run_capture(const std::vector<std::string>& args,
                                         absl::Duration timeout) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed");
-  absl::StatusOr<pid_t> pid = spawn(args, fds[1], false);
+  absl::StatusOr<pid_t> pid = spawn_child(args, fds[1], false);
   ::close(fds[1]);
   if (!pid.ok()) {
     ::close(fds[0]);
@@ -130,76 +97,6 @@ absl::StatusOr<std::string> run_capture(const std::vector<std::string>& args,
   }
   return last;
 }
-
-// A free loopback TCP port (bound and released; the server binds it right after).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  if (fd >= 0) ::close(fd);
-  return port;
-}
-
-bool can_connect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  if (fd >= 0) ::close(fd);
-  return ok;
-}
-
-// A nats-server on 127.0.0.1 for the length of a run; stopped on destruction.
-class NatsServer {
- public:
-  static absl::StatusOr<std::unique_ptr<NatsServer>> start(const std::string& binary) {
-    const int port = free_port();
-    if (port <= 0) return absl::UnavailableError("no free loopback port for nats-server");
-    auto server = std::unique_ptr<NatsServer>(new NatsServer());
-    server->config_ = absl::StrCat("/tmp/postal-bench-nats-", ::getpid(), ".conf");
-    // 1 MiB messages need more than the default max_payload (1 MB).
-    std::ofstream(server->config_) << "max_payload: 8388608\n";
-    absl::StatusOr<pid_t> pid = spawn(
-        {binary, "-a", "127.0.0.1", "-p", std::to_string(port), "-c", server->config_}, -1, true);
-    if (!pid.ok()) return pid.status();
-    server->pid_ = *pid;
-    server->url_ = absl::StrCat("nats://127.0.0.1:", port);
-    const absl::Time deadline = absl::Now() + absl::Seconds(5);
-    while (!can_connect(port)) {
-      if (absl::Now() > deadline || ::waitpid(server->pid_, nullptr, WNOHANG) == server->pid_) {
-        server->pid_ = -1;
-        return absl::UnavailableError(
-            absl::StrCat(binary, " did not accept connections on port ", port, " within 5 s"));
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return server;
-  }
-  ~NatsServer() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    std::error_code ignored;
-    fs::remove(config_, ignored);
-  }
-  const std::string& url() const { return url_; }
-
- private:
-  NatsServer() = default;
-  pid_t pid_ = -1;
-  std::string url_;
-  std::string config_;
-};
 
 std::string summary(const PeerRun& run) {
   if (!run.error.empty()) return absl::StrCat("failed: ", run.error);
@@ -329,7 +226,7 @@ PeerSet run_peers(const std::vector<Scenario>& scenarios, const PeerOptions& o) 
                                        "install nats-server): no NATS peer");
     return out;
   }
-  absl::StatusOr<std::unique_ptr<NatsServer>> server = NatsServer::start(nats_server);
+  absl::StatusOr<std::unique_ptr<NatsServer>> server = NatsServer::start({.binary = nats_server});
   if (!server.ok()) {
     out.notes.push_back(
         absl::StrCat("nats-server did not start: ", server.status().message(), ": no NATS peer"));

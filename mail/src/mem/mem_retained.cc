@@ -53,9 +53,18 @@ absl::Status MemProvider::check_running(std::string_view verb, const MailAddress
       sv(verb), " ", address.canonical(), ": the mem provider is stopped; start() it first"));
 }
 
-absl::StatusOr<PostReceipt> MemProvider::post_retained(const std::string& name,
-                                                       const MailAddress& to, Letter letter) {
-  if (absl::Status s = check_running("post", to); !s.ok()) return s;
+namespace {
+
+// A letter for a retained mailbox, ready for the store: its priority, its bytes, and the receipt
+// the post returns once they are stored.
+struct RetainedPost {
+  Priority priority;
+  std::string bytes;
+  PostReceipt receipt;
+};
+
+absl::StatusOr<RetainedPost> prepare_retained(const MailAddress& to, Letter letter,
+                                              absl::Time now) {
   const std::string priority_text = letter.headers.get(kPriority).value_or("normal");
   const std::optional<Priority> priority = parse_priority(priority_text);
   if (!priority.has_value()) {
@@ -63,18 +72,51 @@ absl::StatusOr<PostReceipt> MemProvider::post_retained(const std::string& name,
         "post ", to.canonical(), ": priority '", priority_text,
         "' is not one of critical, urgent, normal; set the `priority` header to one of them"));
   }
-  Letter stamped = mem_internal::stamp_for_send(std::move(letter), to, core_->bus->clock->now());
+  Letter stamped = mem_internal::stamp_for_send(std::move(letter), to, now);
   absl::StatusOr<WireLetter> wire_letter = WireLetter::of(stamped);
   if (!wire_letter.ok()) return wire_letter.status();
   absl::StatusOr<std::string> bytes = wire::encode(*wire_letter, "a retained letter");
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<uint64_t> seq = options_.retained->publish(name, *priority, *std::move(bytes));
+  return RetainedPost{*priority, *std::move(bytes),
+                      PostReceipt{.address = to.canonical(),
+                                  .message_id = stamped.id,
+                                  .send_id = stamped.headers.get(kSendId).value_or(""),
+                                  .path = PostPath::kQueued,  // stored; pushed to live subs too
+                                  .deliveries = 0}};
+}
+
+}  // namespace
+
+absl::StatusOr<PostReceipt> MemProvider::post_retained(const std::string& name,
+                                                       const MailAddress& to, Letter letter) {
+  if (absl::Status s = check_running("post", to); !s.ok()) return s;
+  absl::StatusOr<RetainedPost> p =
+      prepare_retained(to, std::move(letter), core_->bus->clock->now());
+  if (!p.ok()) return p.status();
+  absl::StatusOr<uint64_t> seq = options_.retained->publish(name, p->priority, std::move(p->bytes));
   if (!seq.ok()) return seq.status();
-  return PostReceipt{.address = to.canonical(),
-                     .message_id = stamped.id,
-                     .send_id = stamped.headers.get(kSendId).value_or(""),
-                     .path = PostPath::kQueued,  // stored; pushed to live subscriptions too
-                     .deliveries = 0};
+  return std::move(p->receipt);
+}
+
+void MemProvider::post_retained_async(const std::string& name, const MailAddress& to, Letter letter,
+                                      PostDone done) {
+  if (absl::Status s = check_running("post", to); !s.ok()) return std::move(done)(s);
+  absl::StatusOr<RetainedPost> p =
+      prepare_retained(to, std::move(letter), core_->bus->clock->now());
+  if (!p.ok()) return std::move(done)(p.status());
+  options_.retained->publish_async(name, p->priority, std::move(p->bytes),
+                                   [receipt = std::move(p->receipt),
+                                    done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
+                                     if (!seq.ok()) return std::move(done)(seq.status());
+                                     std::move(done)(std::move(receipt));
+                                   });
+}
+
+void MemProvider::post_async(const MailAddress& to, Letter letter, PostDone done) {
+  if (std::optional<std::string> name = retained_name(to)) {
+    return post_retained_async(*name, to, std::move(letter), std::move(done));
+  }
+  std::move(done)(post(to, std::move(letter)));
 }
 
 absl::StatusOr<Subscription> MemProvider::subscribe_retained(const std::string& name,

@@ -139,6 +139,7 @@ void HostCore::shutdown() {
     subs.swap(subs_);
   }
   for (auto& [id, entry] : subs) entry->mem.unsubscribe();
+  late_replies_->close();
   provider_->stop(StopOptions{});
   {
     absl::MutexLock lock(&mu_);

@@ -23,14 +23,38 @@
 
 namespace postal::mail::post_internal {
 
+// Answers a host's requests from threads that are not the host actor's — a post answered after
+// its store commit, on the store's writer thread — through the host's `pusher` Client, while
+// the host is up. Shared with those continuations, so it outlives the host: after `close` an
+// answer is dropped (the caller's request times out, as for any host that went away).
+class LateReplies {
+ public:
+  explicit LateReplies(runtime::Client* client) : client_(client) {}
+  void send(const runtime::OncePortRef<MailReply>& to, MailReply reply) {
+    absl::MutexLock lock(&mu_);
+    if (client_ != nullptr) to.send(*client_, std::move(reply));
+  }
+  void close() {
+    absl::MutexLock lock(&mu_);
+    client_ = nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  runtime::Client* client_ ABSL_GUARDED_BY(mu_);
+};
+
 class HostCore : public std::enable_shared_from_this<HostCore> {
  public:
   HostCore(std::unique_ptr<MemProvider> provider, std::unique_ptr<runtime::Client> pusher)
-      : provider_(std::move(provider)), pusher_(std::move(pusher)) {}
+      : provider_(std::move(provider)),
+        pusher_(std::move(pusher)),
+        late_replies_(std::make_shared<LateReplies>(pusher_.get())) {}
   ~HostCore() { shutdown(); }
 
   MemProvider& provider() { return *provider_; }
   runtime::Client& pusher() { return *pusher_; }
+  const std::shared_ptr<LateReplies>& late_replies() const { return late_replies_; }
 
   // Subscribes `subscriber` (on proc `proc`) to the mem address; returns the subscription id.
   absl::StatusOr<std::string> subscribe(const MailAddress& mem_address, std::string label,
@@ -60,6 +84,7 @@ class HostCore : public std::enable_shared_from_this<HostCore> {
 
   std::unique_ptr<MemProvider> provider_;
   std::unique_ptr<runtime::Client> pusher_;
+  std::shared_ptr<LateReplies> late_replies_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<HostSubscription>> subs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<CopyKey, std::string>> leases_ ABSL_GUARDED_BY(mu_);

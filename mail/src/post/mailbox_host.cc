@@ -173,18 +173,21 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailPost m) {
     m.reply_to.send(cx, failed(to.status()));
     return absl::OkStatus();
   }
-  absl::StatusOr<PostReceipt> receipt = core_->provider().post(*to, m.letter.to_letter());
-  if (!receipt.ok()) {
-    m.reply_to.send(cx, failed(receipt.status()));
-    return absl::OkStatus();
-  }
-  MailReply r;
-  r.text = receipt->address;
-  r.text2 = receipt->message_id;
-  r.text3 = receipt->send_id;
-  r.flag = receipt->path == PostPath::kPushed;
-  r.count = receipt->deliveries;
-  m.reply_to.send(cx, std::move(r));
+  // A post to a retained mailbox is answered after its commit, from the store's writer thread,
+  // so the actor goes on to the next post at once and concurrent posters share commits.
+  core_->provider().post_async(*to, m.letter.to_letter(),
+                               [late = core_->late_replies(), reply_to = std::move(m.reply_to)](
+                                   absl::StatusOr<PostReceipt> receipt) {
+                                 if (!receipt.ok())
+                                   return late->send(reply_to, failed(receipt.status()));
+                                 MailReply r;
+                                 r.text = receipt->address;
+                                 r.text2 = receipt->message_id;
+                                 r.text3 = receipt->send_id;
+                                 r.flag = receipt->path == PostPath::kPushed;
+                                 r.count = receipt->deliveries;
+                                 late->send(reply_to, std::move(r));
+                               });
   return absl::OkStatus();
 }
 

@@ -84,6 +84,9 @@ struct Core {
   std::vector<std::shared_ptr<Sub>> watchers ABSL_GUARDED_BY(mu);
   std::map<std::string, Clock::TimerId, std::less<>> expiry_timers ABSL_GUARDED_BY(mu);
   Clock::TimerId sweep_timer ABSL_GUARDED_BY(mu) = 0;
+  // publish_async calls whose store append has not completed yet; ~RetainedMailboxes waits for
+  // them, so their continuations never outlive this core.
+  uint64_t pending_appends ABSL_GUARDED_BY(mu) = 0;
   uint64_t solo_count ABSL_GUARDED_BY(mu) = 0;
   bool stopped ABSL_GUARDED_BY(mu) = false;
 

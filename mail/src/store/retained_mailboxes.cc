@@ -172,6 +172,8 @@ absl::StatusOr<std::unique_ptr<RetainedMailboxes>> RetainedMailboxes::create(
 RetainedMailboxes::~RetainedMailboxes() {
   {
     absl::MutexLock lock(&core_->mu);
+    core_->mu.Await(absl::Condition(
+        +[](uint64_t* pending) { return *pending == 0; }, &core_->pending_appends));
     core_->stopped = true;
     core_->clock->cancel(core_->sweep_timer);
     for (const auto& [id, timer] : core_->expiry_timers) core_->clock->cancel(timer);
@@ -224,6 +226,32 @@ absl::StatusOr<uint64_t> RetainedMailboxes::publish(std::string_view mailbox, Pr
   absl::MutexLock lock(&core_->mu);
   core_->route_locked(message);
   return seq;
+}
+
+void RetainedMailboxes::publish_async(std::string_view mailbox, Priority priority, std::string body,
+                                      PublishDone done) {
+  retained_internal::Core* core = core_.get();
+  {
+    absl::MutexLock lock(&core->mu);
+    ++core->pending_appends;
+  }
+  std::string copy = body;
+  core->store->append_async(mailbox, priority, std::move(body),
+                            [core, name = std::string(mailbox), priority, copy = std::move(copy),
+                             done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
+                              if (seq.ok()) {
+                                RetainedMessage message{.mailbox = std::move(name),
+                                                        .seq = *seq,
+                                                        .priority = priority,
+                                                        .stored_at = core->clock->now(),
+                                                        .body = std::move(copy)};
+                                absl::MutexLock lock(&core->mu);
+                                core->route_locked(message);
+                              }
+                              std::move(done)(std::move(seq));
+                              absl::MutexLock lock(&core->mu);
+                              --core->pending_appends;
+                            });
 }
 
 absl::StatusOr<bool> RetainedMailboxes::erase(std::string_view mailbox, uint64_t seq) {

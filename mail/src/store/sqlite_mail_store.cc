@@ -77,6 +77,8 @@ class SqliteStore final : public MailStore {
 
   absl::StatusOr<uint64_t> append(std::string_view id, Priority priority,
                                   std::string body) override;
+  void append_async(std::string_view id, Priority priority, std::string body,
+                    AppendDone done) override;
   absl::StatusOr<std::vector<StoredMessage>> read(std::string_view id,
                                                   const LaneRange& range) override;
   absl::StatusOr<bool> erase(std::string_view id, uint64_t seq) override;
@@ -95,6 +97,15 @@ class SqliteStore final : public MailStore {
     MailboxInfo info;
     uint64_t count = 0;  // durable and in-memory messages, including appends being committed
   };
+  // An append with its place reserved: the sequence number, and the writer's ticket when the
+  // message is durable (null: it is stored in memory already).
+  struct Submitted {
+    uint64_t seq = 0;
+    std::shared_ptr<store::SqliteWriter::Ticket> ticket;
+  };
+  absl::StatusOr<Submitted> submit_append(std::string_view id, Priority priority, std::string body);
+  // Gives back the place of an append whose commit failed.
+  void unreserve(std::string_view id);
 
   // The mailbox, from the cache or (created by another process) the file; NotFound when it
   // does not exist or its TTL ended.
@@ -236,40 +247,65 @@ absl::StatusOr<std::vector<MailboxInfo>> SqliteStore::expire(absl::Time now) {
   return gone;
 }
 
-absl::StatusOr<uint64_t> SqliteStore::append(std::string_view id, Priority priority,
-                                             std::string body) {
-  std::shared_ptr<store::SqliteWriter::Ticket> ticket;
-  uint64_t seq = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    absl::StatusOr<Entry*> e = find_locked(id);
-    if (!e.ok()) return e.status();
-    if (absl::Status s = store::check_message_fits((*e)->info, (*e)->count, body.size()); !s.ok()) {
-      return s;
-    }
-    ++(*e)->count;  // reserved now, so concurrent appends cannot pass maxMessages (M-BOX-6)
-    seq = last_seq_.fetch_add(1) + 1;
-    const int64_t stored_ms = store::to_ms(clock_->now());
-    if (!store::is_durable((*e)->info, priority)) {
-      volatile_.append(id, StoredMessage{.seq = seq,
-                                         .priority = priority,
-                                         .stored_at = absl::FromUnixMillis(stored_ms),
-                                         .body = std::move(body)});
-      return seq;
-    }
-    // Submitted under mu_, so the writer's queue is in sequence order.
-    ticket = writer_->submit({.mailbox = std::string(id),
-                              .priority = priority,
-                              .seq = seq,
-                              .stored_ms = stored_ms,
-                              .body = std::move(body)});
-  }
-  if (absl::Status s = ticket->wait(); !s.ok()) {
-    absl::MutexLock lock(&mu_);
-    if (auto it = mailboxes_.find(id); it != mailboxes_.end()) --it->second.count;
+absl::StatusOr<SqliteStore::Submitted> SqliteStore::submit_append(std::string_view id,
+                                                                  Priority priority,
+                                                                  std::string body) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Entry*> e = find_locked(id);
+  if (!e.ok()) return e.status();
+  if (absl::Status s = store::check_message_fits((*e)->info, (*e)->count, body.size()); !s.ok()) {
     return s;
   }
-  return seq;
+  ++(*e)->count;  // reserved now, so concurrent appends cannot pass maxMessages (M-BOX-6)
+  const uint64_t seq = last_seq_.fetch_add(1) + 1;
+  const int64_t stored_ms = store::to_ms(clock_->now());
+  if (!store::is_durable((*e)->info, priority)) {
+    volatile_.append(id, StoredMessage{.seq = seq,
+                                       .priority = priority,
+                                       .stored_at = absl::FromUnixMillis(stored_ms),
+                                       .body = std::move(body)});
+    return Submitted{seq, nullptr};
+  }
+  // Submitted under mu_, so the writer's queue is in sequence order.
+  return Submitted{seq, writer_->submit({.mailbox = std::string(id),
+                                         .priority = priority,
+                                         .seq = seq,
+                                         .stored_ms = stored_ms,
+                                         .body = std::move(body)})};
+}
+
+void SqliteStore::unreserve(std::string_view id) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = mailboxes_.find(id); it != mailboxes_.end()) --it->second.count;
+}
+
+absl::StatusOr<uint64_t> SqliteStore::append(std::string_view id, Priority priority,
+                                             std::string body) {
+  absl::StatusOr<Submitted> sub = submit_append(id, priority, std::move(body));
+  if (!sub.ok()) return sub.status();
+  if (sub->ticket == nullptr) return sub->seq;
+  if (absl::Status s = sub->ticket->wait(); !s.ok()) {
+    unreserve(id);
+    return s;
+  }
+  return sub->seq;
+}
+
+void SqliteStore::append_async(std::string_view id, Priority priority, std::string body,
+                               AppendDone done) {
+  absl::StatusOr<Submitted> sub = submit_append(id, priority, std::move(body));
+  if (!sub.ok()) return std::move(done)(sub.status());
+  if (sub->ticket == nullptr) return std::move(done)(sub->seq);
+  // The writer completes every ticket before the store goes away (~SqliteWriter), so `this`
+  // outlives the continuation.
+  sub->ticket->then(
+      [this, id = std::string(id), seq = sub->seq, done = std::move(done)](absl::Status s) mutable {
+        if (!s.ok()) {
+          unreserve(id);
+          return std::move(done)(std::move(s));
+        }
+        std::move(done)(seq);
+      });
 }
 
 absl::StatusOr<std::vector<StoredMessage>> SqliteStore::read(std::string_view id,

@@ -12,10 +12,28 @@ absl::Status SqliteWriter::Ticket::wait() {
   return status_;
 }
 
+void SqliteWriter::Ticket::then(absl::AnyInvocable<void(absl::Status) &&> fn) {
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!done_) {
+      then_ = std::move(fn);
+      return;
+    }
+    status = status_;
+  }
+  std::move(fn)(std::move(status));
+}
+
 void SqliteWriter::Ticket::complete(absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  status_ = std::move(status);
-  done_ = true;
+  absl::AnyInvocable<void(absl::Status) &&> then;
+  {
+    absl::MutexLock lock(&mu_);
+    status_ = status;
+    done_ = true;
+    then = std::move(then_);
+  }
+  if (then) std::move(then)(std::move(status));  // outside mu_: it may take other locks
 }
 
 SqliteWriter::SqliteWriter(std::unique_ptr<Db> db, std::unique_ptr<Db> checkpointer,

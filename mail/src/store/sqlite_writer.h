@@ -40,6 +40,9 @@ class SqliteWriter {
   class Ticket {
    public:
     absl::Status wait();
+    // Runs `fn` with the status once the ticket completes: on the writer thread, or at once on
+    // the caller's when it has completed already. At most one continuation per ticket.
+    void then(absl::AnyInvocable<void(absl::Status) &&> fn);
 
    private:
     friend class SqliteWriter;
@@ -47,6 +50,7 @@ class SqliteWriter {
     absl::Mutex mu_;
     bool done_ ABSL_GUARDED_BY(mu_) = false;
     absl::Status status_ ABSL_GUARDED_BY(mu_);
+    absl::AnyInvocable<void(absl::Status) &&> then_ ABSL_GUARDED_BY(mu_);
   };
 
   // `db` is the writer connection; `checkpointer` a second connection to the same file.

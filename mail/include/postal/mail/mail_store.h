@@ -41,6 +41,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -116,6 +117,14 @@ class MailStore {
   // The new message's sequence number.
   virtual absl::StatusOr<uint64_t> append(std::string_view id, Priority priority,
                                           std::string body) = 0;
+  // `append` without waiting for the commit: `done` gets what `append` would return, once the
+  // message is stored — a durable one after its commit, on the store's writer thread (so `done`
+  // must be short and must not call back into the store's writes); otherwise at once, on the
+  // calling thread. Concurrent callers share commits (group commit), which a caller that waits in
+  // `append` cannot do for others while it waits. The default calls `append`.
+  using AppendDone = absl::AnyInvocable<void(absl::StatusOr<uint64_t>) &&>;
+  virtual void append_async(std::string_view id, Priority priority, std::string body,
+                            AppendDone done);
   virtual absl::StatusOr<std::vector<StoredMessage>> read(std::string_view id,
                                                           const LaneRange& range) = 0;
   // False when the mailbox has no message `seq`.

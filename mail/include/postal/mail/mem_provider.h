@@ -119,6 +119,14 @@ class MemProvider final : public MailProvider {
   absl::StatusOr<std::vector<std::string>> list_public() override;
   absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq) override;
 
+  // `post` without waiting for the store: `done` gets what `post` would return — for a retained
+  // mailbox once its store has the message (a durable one after the commit, on the store's
+  // writer thread: keep `done` short), for any other address at once on the calling thread.
+  // Posts that do not wait share the store's commits; a MailboxHost serves posts from other
+  // procs this way, so one host actor does not serialize their commits.
+  using PostDone = absl::AnyInvocable<void(absl::StatusOr<PostReceipt>) &&>;
+  void post_async(const MailAddress& to, Letter letter, PostDone done);
+
  private:
   explicit MemProvider(MemOptions options);
   // Retained mailboxes (mem_retained.cc): the store's name for `address` when a retained
@@ -127,6 +135,8 @@ class MemProvider final : public MailProvider {
   absl::Status check_running(std::string_view verb, const MailAddress& address) const;
   absl::StatusOr<PostReceipt> post_retained(const std::string& name, const MailAddress& to,
                                             Letter letter);
+  void post_retained_async(const std::string& name, const MailAddress& to, Letter letter,
+                           PostDone done);
   absl::StatusOr<Subscription> subscribe_retained(const std::string& name,
                                                   const MailAddress& address, MailHandler handler);
 

@@ -125,6 +125,13 @@ class RetainedMailboxes {
 
   // Stores, then pushes (M-KIND-2); the message's sequence number.
   absl::StatusOr<uint64_t> publish(std::string_view mailbox, Priority priority, std::string body);
+  // `publish` without waiting for the store: `done` gets its result once the message is stored
+  // and routed to live subscriptions — for a durable message on the store's writer thread, after
+  // the commit (keep `done` short). Publishers that do not wait share commits (group commit).
+  // The destructor waits for every pending `done`.
+  using PublishDone = absl::AnyInvocable<void(absl::StatusOr<uint64_t>) &&>;
+  void publish_async(std::string_view mailbox, Priority priority, std::string body,
+                     PublishDone done);
   // M-RECV-5: the message never replays again. False when there is no such message.
   absl::StatusOr<bool> erase(std::string_view mailbox, uint64_t seq);
 
