@@ -13,6 +13,8 @@
 //                                         serving postal.MailboxHost on a SQLite store, over ipc
 //   BM_PostalPublishInProcess/disk/bytes/threads  the `mem` provider on the same kind of store,
 //                                         in this process (no socket)
+//   BM_PostalPublishAsync{Ipc,InProcess}/disk/bytes  PostOffice::post_async with at most 256 in
+//                                         flight, 1 024 a round (js_PublishAsync's shape)
 // disk:0 is the `os` tier (WAL, synchronous=NORMAL — the same promise as JetStream's default
 // file store, which hands writes to the OS and fsyncs every 2 minutes); disk:1 is `disk` (fsync
 // before every ack). JetStream in nats-server 2.9 cannot fsync per ack, so `disk` is compared with
@@ -31,6 +33,7 @@
 #include <nats/nats.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "nats_server.h"
 #include "postal/mail/mailbox_host.h"
@@ -215,6 +218,63 @@ BENCHMARK(BM_PostalPublishIpc)
     ->ArgNames({"disk", "bytes"})
     ->Threads(1)
     ->Threads(8)
+    ->UseRealTime();
+
+// At most kAsyncWindow posts in flight, kAsyncRound a round, all answered before the round ends
+// (the same shape as BM_JetStreamPublishAsync).
+void publish_window_loop(benchmark::State& state, PostOffice& office, const std::string& to) {
+  const std::string body = body_of(state.range(1));
+  absl::Mutex mu;
+  int in_flight = 0;
+  int failed = 0;
+  auto below = [&](int n) {
+    return [&, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return in_flight <= n; };
+  };
+  for (auto _ : state) {
+    for (int i = 0; i < kAsyncRound; ++i) {
+      {
+        absl::MutexLock lock(&mu);
+        auto room = below(kAsyncWindow - 1);
+        mu.Await(absl::Condition(&room));
+        ++in_flight;
+      }
+      office.post_async(to, urgent(body), [&](absl::StatusOr<PostReceipt> r) {
+        absl::MutexLock lock(&mu);
+        --in_flight;
+        if (!r.ok()) ++failed;
+      });
+    }
+    absl::MutexLock lock(&mu);
+    auto drained = below(0);
+    mu.Await(absl::Condition(&drained));
+    if (failed > 0) {
+      state.SkipWithError("a windowed post failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kAsyncRound);
+}
+
+void BM_PostalPublishAsyncIpc(benchmark::State& state) {
+  if (!g_world->error.empty()) return state.SkipWithError(g_world->error.c_str());
+  const bool disk = state.range(0) == 1;
+  IpcPublisher pub(disk, state.thread_index());
+  if (!pub.error.empty()) return state.SkipWithError(pub.error.c_str());
+  publish_window_loop(state, pub.office, box(disk, true));
+}
+BENCHMARK(BM_PostalPublishAsyncIpc)
+    ->ArgsProduct({{0, 1}, {64, 1024}})
+    ->ArgNames({"disk", "bytes"})
+    ->UseRealTime();
+
+void BM_PostalPublishAsyncInProcess(benchmark::State& state) {
+  if (!g_world->error.empty()) return state.SkipWithError(g_world->error.c_str());
+  publish_window_loop(state, *g_world->local[state.range(0) == 1 ? 1 : 0],
+                      box(state.range(0) == 1, false));
+}
+BENCHMARK(BM_PostalPublishAsyncInProcess)
+    ->ArgsProduct({{0, 1}, {64, 1024}})
+    ->ArgNames({"disk", "bytes"})
     ->UseRealTime();
 
 void BM_PostalPublishInProcess(benchmark::State& state) {

@@ -12,6 +12,10 @@ absl::Status unsupported(const MailProvider& p, Capability op) {
 
 }  // namespace
 
+void MailProvider::post_async(const MailAddress& to, Letter letter, PostDone done) {
+  std::move(done)(post(to, std::move(letter)));
+}
+
 absl::StatusOr<std::vector<Letter>> MailProvider::peek(const MailAddress&, size_t) {
   return unsupported(*this, Capability::kPeek);
 }

@@ -116,6 +116,12 @@ absl::StatusOr<PostReceipt> PostOffice::post(std::string_view address, Letter le
   return r->provider->post(r->address, std::move(letter));
 }
 
+void PostOffice::post_async(std::string_view address, Letter letter, MailProvider::PostDone done) {
+  absl::StatusOr<Route> r = route(address, Capability::kPost, "post", true);
+  if (!r.ok()) return std::move(done)(r.status());
+  r->provider->post_async(r->address, std::move(letter), std::move(done));
+}
+
 absl::StatusOr<Subscription> PostOffice::subscribe(std::string_view address, MailHandler handler,
                                                    const SubscribeOptions& options) {
   absl::StatusOr<Route> r = route(address, Capability::kSubscribe, "subscribe", true);

@@ -1,7 +1,11 @@
 // Conformance: addresses at the entry points, the two exclusive receiving paths, the verbs,
 // status, and the lifecycle (M-ADDR-1…3, M-KIND-1, M-RECV-1…3, M-STAT-1…2).
+#include <set>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "mail_conformance.h"
 
 namespace postal::mail::testing {
@@ -27,6 +31,41 @@ TEST_P(MailConformance, M_ADDR_2_BadAddressRejectedAtEveryEntryPointNothingEnque
   MailboxStatus st = status(addr("inbox"));
   EXPECT_EQ(st.exists, false);
   EXPECT_EQ(st.unread_count, 0u);
+}
+
+// post_async: every post completes exactly once with post's receipt, many may be in flight, and
+// each is in the mailbox once it completed; a bad address completes at once with the same error
+// post gives, having enqueued nothing (M-RECV-1, M-ADDR-2).
+TEST_P(MailConformance, M_RECV_1_PostAsyncCompletesEachPostOnceAndEnqueuesIt) {
+  open();
+  constexpr int kPosts = 300;
+  absl::Mutex mu;
+  int completed = 0;
+  std::set<std::string> ids;
+  for (int i = 0; i < kPosts; ++i) {
+    office_->post_async(addr("async"), Letter::text(absl::StrCat("m", i)),
+                        [&](absl::StatusOr<PostReceipt> r) {
+                          absl::MutexLock lock(&mu);
+                          ++completed;
+                          EXPECT_TRUE(r.ok()) << r.status();
+                          if (r.ok()) {
+                            EXPECT_EQ(r->address, addr("async"));
+                            ids.insert(r->message_id);
+                          }
+                        });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    auto all = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return completed == kPosts; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(30)));
+    EXPECT_EQ(ids.size(), size_t{kPosts});
+  }
+  EXPECT_EQ(status(addr("async")).unread_count, uint64_t{kPosts});
+  absl::Status bad;
+  office_->post_async(addr("async") + "?x=1", Letter::text("x"),
+                      [&](absl::StatusOr<PostReceipt> r) { bad = r.status(); });
+  EXPECT_TRUE(IsInvalidMailboxAddress(bad)) << bad;  // completed before post_async returned
+  EXPECT_EQ(status(addr("async")).unread_count, uint64_t{kPosts});
 }
 
 TEST_P(MailConformance, M_ADDR_1_BothSpellingsReachTheSameMailbox) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "mail_conformance.h"
 #include "postal/actors/actor_handle.h"
 #include "postal/mail/mailbox_host.h"
@@ -102,6 +103,86 @@ TEST(PostProvider, LostHostFailsVerbsWithUnavailableNamingTheHost) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find(host), absl::string_view::npos) << s;
   EXPECT_EQ(office.fetch(kInbox).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// Waits for one post_async's answer.
+class OneAnswer {
+ public:
+  MailProvider::PostDone done() {
+    return [this](absl::StatusOr<PostReceipt> r) {
+      absl::MutexLock lock(&mu_);
+      answer_ = r.status();
+      ++count_;
+    };
+  }
+  std::optional<absl::Status> wait(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_ > 0; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&answered), timeout)) return std::nullopt;
+    return answer_;
+  }
+  int count() {
+    absl::MutexLock lock(&mu_);
+    return count_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Status answer_ ABSL_GUARDED_BY(mu_);
+  int count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A post_async whose request comes back undeliverable (the host's proc is gone) completes with
+// Unavailable naming the host, through the reply port's failure (R-FAIL-3), not the timeout.
+TEST(PostProvider, PostAsyncToALostHostCompletesUnavailableBeforeTheTimeout) {
+  std::shared_ptr<Rig> rig = make_rig({});
+  ASSERT_NE(rig, nullptr);
+  PostOffice office;
+  ASSERT_TRUE(office.register_provider(*provider_on(rig, absl::Seconds(60))).ok());
+  ASSERT_TRUE(office.start().ok());
+  const std::string host = rig->host.to_string();
+  rig->host_node.reset();
+  OneAnswer a;
+  office.post_async(kInbox, Letter::text("after"), a.done());
+  std::optional<absl::Status> s = a.wait(absl::Seconds(30));
+  ASSERT_TRUE(s.has_value()) << "no answer: the bounce did not complete the post";
+  EXPECT_EQ(s->code(), absl::StatusCode::kUnavailable) << *s;
+  EXPECT_NE(s->message().find(host), absl::string_view::npos) << *s;
+  EXPECT_EQ(a.count(), 1);
+}
+
+// An actor that takes MailPosts and never answers them.
+class SilentHost final : public actors::Actor, public actors::Handles<MailPost> {
+ public:
+  absl::Status handle(actors::Context&, MailPost m) override {
+    held_.push_back(std::move(m));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<MailPost> held_;
+};
+
+// A host that never answers: the post completes once, with Unavailable, after the timeout.
+TEST(PostProvider, PostAsyncToAHostThatNeverAnswersCompletesAfterTheTimeout) {
+  std::shared_ptr<Rig> rig = make_rig({});
+  ASSERT_NE(rig, nullptr);
+  absl::StatusOr<actors::ActorHandle<SilentHost>> silent =
+      actors::spawn<SilentHost>(rig->host_node->proc(), "silent");
+  ASSERT_TRUE(silent.ok()) << silent.status();
+  auto provider = PostProvider::create(
+      PostOptions{.context = std::shared_ptr<runtime::SendContext>(rig, rig->client.get()),
+                  .host = silent->addr(),
+                  .timeout = absl::Milliseconds(300)});
+  ASSERT_TRUE(provider.ok());
+  MailProvider& p = **provider;
+  OneAnswer a;
+  p.post_async(*MailAddress::parse(kInbox), Letter::text("x"), a.done());
+  std::optional<absl::Status> s = a.wait(absl::Seconds(30));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->code(), absl::StatusCode::kUnavailable) << *s;
+  EXPECT_NE(s->message().find("no answer within"), absl::string_view::npos) << *s;
+  EXPECT_EQ(a.count(), 1);
 }
 
 TEST(PostProvider, M_ADDR_2_BadAddressNeverReachesTheHost) {

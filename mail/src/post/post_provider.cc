@@ -2,6 +2,7 @@
 #include "postal/mail/post_provider.h"
 
 #include "absl/strings/str_cat.h"
+#include "pending_requests.h"
 #include "post_link.h"
 #include "postal/mail/mail_errors.h"
 
@@ -10,6 +11,11 @@ namespace {
 
 using post_internal::Link;
 using post_internal::PostSubscription;
+
+PostReceipt receipt_of(const MailReply& r) {
+  return PostReceipt{mem_to_post(r.text), r.text2, r.text3,
+                     r.flag ? PostPath::kPushed : PostPath::kQueued, r.count};
+}
 
 CopyKey key_of(const WireKey& k) { return CopyKey{mem_to_post(k.address), k.send_id, k.lease_id}; }
 
@@ -73,7 +79,8 @@ absl::StatusOr<std::unique_ptr<PostProvider>> PostProvider::create(PostOptions o
   return std::unique_ptr<PostProvider>(new PostProvider(std::move(link)));
 }
 
-PostProvider::PostProvider(std::shared_ptr<Link> link) : link_(std::move(link)) {}
+PostProvider::PostProvider(std::shared_ptr<Link> link)
+    : link_(std::move(link)), pending_(std::make_shared<post_internal::PendingRequests>()) {}
 
 PostProvider::~PostProvider() {
   stop(StopOptions{});
@@ -115,8 +122,17 @@ absl::StatusOr<PostReceipt> PostProvider::post(const MailAddress& to, Letter let
   if (!w.ok()) return w.status();
   absl::StatusOr<MailReply> r = link_->call(MailPost{to.canonical(), *std::move(w), {}}, "post");
   if (!r.ok()) return r.status();
-  return PostReceipt{mem_to_post(r->text), r->text2, r->text3,
-                     r->flag ? PostPath::kPushed : PostPath::kQueued, r->count};
+  return receipt_of(*r);
+}
+
+void PostProvider::post_async(const MailAddress& to, Letter letter, PostDone done) {
+  absl::StatusOr<WireLetter> w = WireLetter::of(letter);
+  if (!w.ok()) return std::move(done)(w.status());
+  pending_->post(*link_, MailPost{to.canonical(), *std::move(w), {}},
+                 [done = std::move(done)](absl::StatusOr<MailReply> r) mutable {
+                   if (!r.ok()) return std::move(done)(r.status());
+                   std::move(done)(receipt_of(*r));
+                 });
 }
 
 absl::StatusOr<Subscription> PostProvider::subscribe(const MailAddress& address,

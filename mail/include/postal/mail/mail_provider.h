@@ -119,6 +119,11 @@ class MailProvider {
   virtual void stop(const StopOptions& options) = 0;
 
   virtual absl::StatusOr<PostReceipt> post(const MailAddress& to, Letter letter) = 0;
+  // `post` whose answer comes later (PostOffice::post_async): `done` runs exactly once, with
+  // what `post` would return, on whatever thread has the answer. Providers that can keep many
+  // posts in flight override it; the default calls `post`, then `done`.
+  using PostDone = absl::AnyInvocable<void(absl::StatusOr<PostReceipt>) &&>;
+  virtual void post_async(const MailAddress& to, Letter letter, PostDone done);
   virtual absl::StatusOr<Subscription> subscribe(const MailAddress& address, MailHandler handler,
                                                  const SubscribeOptions& options) = 0;
   // nullopt when nothing is queued.

@@ -124,8 +124,7 @@ class MemProvider final : public MailProvider {
   // writer thread: keep `done` short), for any other address at once on the calling thread.
   // Posts that do not wait share the store's commits; a MailboxHost serves posts from other
   // procs this way, so one host actor does not serialize their commits.
-  using PostDone = absl::AnyInvocable<void(absl::StatusOr<PostReceipt>) &&>;
-  void post_async(const MailAddress& to, Letter letter, PostDone done);
+  void post_async(const MailAddress& to, Letter letter, PostDone done) override;
 
  private:
   explicit MemProvider(MemOptions options);

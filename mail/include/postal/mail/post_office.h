@@ -64,6 +64,12 @@ class PostOffice {
 
   // ---- the verbs (M-RECV-1) ----
   absl::StatusOr<PostReceipt> post(std::string_view address, Letter letter);
+  // `post` without waiting for the answer, so a publisher can keep a window of posts in flight
+  // (like JetStream's js_PublishAsync): `done` runs exactly once with what `post` would return —
+  // possibly before post_async returns, otherwise on the thread that has the answer (the store's
+  // writer, a channel's I/O thread), so it must be short and must not block. The caller bounds
+  // how many it keeps in flight. A bad address or a stopped office completes it at once.
+  void post_async(std::string_view address, Letter letter, MailProvider::PostDone done);
   absl::StatusOr<Subscription> subscribe(std::string_view address, MailHandler handler,
                                          const SubscribeOptions& options = {});
   absl::StatusOr<std::optional<Delivery>> fetch(std::string_view address,

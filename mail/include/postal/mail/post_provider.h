@@ -47,6 +47,7 @@ namespace postal::mail {
 
 namespace post_internal {
 struct Link;
+class PendingRequests;
 class PostSubscription;
 }  // namespace post_internal
 
@@ -100,10 +101,16 @@ class PostProvider final : public MailProvider {
   absl::StatusOr<std::vector<std::string>> list_public() override;
   absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq) override;
 
+  // Pipelined: the post goes out at once and `done` runs when the host answers (on the thread
+  // that receives the answer), or with Unavailable when the post comes back undeliverable or
+  // the timeout passes; many posts may be in flight, and the host commits them together.
+  void post_async(const MailAddress& to, Letter letter, PostDone done) override;
+
  private:
   explicit PostProvider(std::shared_ptr<post_internal::Link> link);
 
   std::shared_ptr<post_internal::Link> link_;
+  std::shared_ptr<post_internal::PendingRequests> pending_;
   mutable absl::Mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<uint64_t> capabilities_ ABSL_GUARDED_BY(mu_);

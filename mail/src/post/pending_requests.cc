@@ -1,0 +1,118 @@
+#include "pending_requests.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "postal/mail/mailbox_host.h"
+#include "postal/runtime/port.h"
+#include "postal/runtime/port_sink.h"
+#include "postal/runtime/proc.h"
+
+namespace postal::mail::post_internal {
+
+// The once port's sink: the reply, or the failure of the request behind the port.
+class PendingRequests::Completion final : public runtime::PortSink {
+ public:
+  Completion(std::weak_ptr<PendingRequests> set, uint64_t id) : set_(std::move(set)), id_(id) {}
+  void deliver(runtime::EnvelopePtr env) override {
+    MailReply* reply = env->data().get<MailReply>();
+    if (auto set = set_.lock()) {
+      set->complete(id_,
+                    reply != nullptr ? absl::StatusOr<MailReply>(std::move(*reply))
+                                     : absl::InternalError("the host's reply is not a MailReply"),
+                    /*close_port=*/false);
+    }
+  }
+  void fail(const runtime::DeliveryFailure& failure) override {
+    if (auto set = set_.lock()) {
+      set->complete(id_, absl::UnavailableError(failure.to_string()), /*close_port=*/true);
+    }
+  }
+
+ private:
+  std::weak_ptr<PendingRequests> set_;
+  uint64_t id_;
+};
+
+PendingRequests::~PendingRequests() {
+  absl::flat_hash_map<uint64_t, Entry> left;
+  {
+    absl::MutexLock lock(&mu_);
+    left.swap(pending_);
+  }
+  for (auto& [id, e] : left) {
+    e.proc->timers().cancel(e.timer);
+    e.mailbox->close_port(e.port);
+    std::move(e.done)(absl::CancelledError(
+        absl::StrCat("post: ", e.what, " had not answered when the provider was destroyed")));
+  }
+}
+
+void PendingRequests::post(const Link& link, MailPost req, ReplyDone done) {
+  std::shared_ptr<runtime::Mailbox> mailbox = link.cx->mailbox();
+  runtime::Proc& proc = link.cx->proc();
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_id_++;
+  }
+  auto sink = std::make_shared<Completion>(weak_from_this(), id);
+  const uint64_t port = mailbox->open_port(wire::type_hash<MailReply>(),
+                                           &runtime::decode_as<MailReply>, sink, /*once=*/true);
+  req.reply_to =
+      runtime::OncePortRef<MailReply>(mailbox->port_addr(runtime::Port::ephemeral(port)), mailbox);
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.emplace(id, Entry{std::move(done), sink, mailbox, port, 0, &proc,
+                               absl::StrCat("the mailbox host ", link.host.to_string())});
+  }
+  const uint64_t timer = proc.timers().schedule(
+      proc.timers().now() + link.timeout, [weak = weak_from_this(), id, timeout = link.timeout] {
+        if (auto set = weak.lock()) {
+          set->complete(id,
+                        absl::DeadlineExceededError(
+                            absl::StrCat("no answer within ", absl::FormatDuration(timeout))),
+                        /*close_port=*/true);
+        }
+      });
+  bool answered = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    answered = it == pending_.end();
+    if (!answered) it->second.timer = timer;
+  }
+  if (answered) proc.timers().cancel(timer);  // completed before its timer was known
+  wire::Headers headers;
+  headers.set(runtime::kReplyPortHeader, port);
+  actors::ActorRef<MailboxHost>(link.host).port<MailPost>().send(*link.cx, std::move(req),
+                                                                 std::move(headers));
+}
+
+size_t PendingRequests::size() const {
+  absl::MutexLock lock(&mu_);
+  return pending_.size();
+}
+
+void PendingRequests::complete(uint64_t id, absl::StatusOr<MailReply> reply, bool close_port) {
+  Entry e;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    e = std::move(it->second);
+    pending_.erase(it);
+  }
+  if (e.timer != 0) e.proc->timers().cancel(e.timer);
+  if (close_port) e.mailbox->close_port(e.port);
+  if (!reply.ok()) {
+    return std::move(e.done)(absl::UnavailableError(
+        absl::StrCat("post: ", e.what, " did not answer post (", reply.status().message(),
+                     "); check that its proc is up and runs a postal.MailboxHost")));
+  }
+  if (reply->status.code != 0) return std::move(e.done)(reply->status.to_status());
+  std::move(e.done)(std::move(reply));
+}
+
+}  // namespace postal::mail::post_internal
