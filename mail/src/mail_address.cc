@@ -208,7 +208,17 @@ absl::StatusOr<MailAddress> MailAddress::parse(std::string_view text) {
     p = remove_dot_segments(*normalized);
     if (p == "/") p.clear();  // the empty path and "/" name the same mailbox
   }
-  return MailAddress(std::move(lower_scheme), *std::move(u), *std::move(h), std::move(p));
+  MailAddress address(std::move(lower_scheme), *std::move(u), *std::move(h), std::move(p));
+  // The cap holds for the canonical form too, which can be longer than the text (the opaque
+  // form gains "//"): every address this returns parses back from its canonical form.
+  if (address.canonical().size() > kMaxLength) {
+    return InvalidMailboxAddressError(
+        text.substr(0, 64),
+        absl::StrCat("its canonical form (scheme://user@host/path) is ", address.canonical().size(),
+                     " bytes long"),
+        absl::StrCat("keep the canonical form within ", kMaxLength, " bytes"));
+  }
+  return address;
 }
 
 absl::StatusOr<MailAddress> MailAddress::with_path_suffix(std::string_view suffix) const {

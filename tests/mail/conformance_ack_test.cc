@@ -53,6 +53,20 @@ TEST_P(MailConformance, M_ACK_1_ZeroTimeoutLeaseNeverExpires) {
   EXPECT_TRUE(d->ack());
 }
 
+// An infinite lease is a lease that never expires, end to end: no expiry time (not one in 2262),
+// and nothing reclaims it.
+TEST_P(MailConformance, M_ACK_1_InfiniteTimeoutLeaseNeverExpires) {
+  open();
+  post_text(addr("inbox"), "x");
+  std::optional<Delivery> d = fetch_manual(addr("inbox"), absl::InfiniteDuration());
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->lease_expires_at().has_value())
+      << "expires at " << absl::FormatTime(*d->lease_expires_at());
+  clock_->advance(absl::Hours(1000));
+  EXPECT_EQ(office_->recover(addr("inbox"))->reclaimed, 0u);
+  EXPECT_TRUE(d->ack());
+}
+
 TEST_P(MailConformance, M_ACK_2_ThreeDispositions) {
   open();
   for (const char* t : {"handled", "discard", "unhandled"}) post_text(addr("inbox"), t);

@@ -93,6 +93,30 @@ TEST_P(MailConformance, M_DLQ_1_DeadLetteringIsOptIn) {
   EXPECT_EQ(status(addr("inbox_dlq")).exists, false);
 }
 
+// A mailbox whose canonical form leaves no room for the dead-letter suffix under the 2,048-byte
+// cap still gets exactly one record for a give-up: parked in the mailbox itself, never dropped.
+TEST_P(MailConformance, M_DLQ_1_NoRoomForTheSuffixParksTheOneRecordInTheMailbox) {
+  open(dead_letters());
+  if (!can(Capability::kDeadLetter)) GTEST_SKIP() << "provider has no dead-letter queue";
+  const std::string base = addr("");
+  const std::string box = base + std::string(MailAddress::kMaxLength - base.size() - 2, 'q');
+  ASSERT_EQ(box.size(), MailAddress::kMaxLength - 2);
+  post_text(box, "poison", "p-1");
+  std::optional<Delivery> d = fetch_manual(box);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->ack(Disposition::kDiscard));
+  absl::StatusOr<MailAddress> dlq = office_->dead_letter_topic(box);
+  ASSERT_TRUE(dlq.ok()) << dlq.status();
+  EXPECT_EQ(dlq->canonical(), box);  // where the record is: parked in the mailbox itself
+  absl::StatusOr<std::vector<Letter>> parked = office_->peek_parked(box);
+  ASSERT_TRUE(parked.ok()) << parked.status();
+  ASSERT_EQ(parked->size(), 1u);
+  EXPECT_EQ((*parked)[0].id, "p-1");
+  EXPECT_EQ((*parked)[0].headers.get(kDeadLetterTerminal), true);
+  EXPECT_EQ((*parked)[0].headers.get(kDeadLetterTopic), box);
+  EXPECT_EQ(status(box).unread_count, 0u);
+}
+
 TEST_P(MailConformance, M_DLQ_2_AtTheCapTheRecordIsParkedNeverFetched) {
   open(dead_letters());
   if (!can(Capability::kDeadLetter)) GTEST_SKIP() << "provider has no dead-letter queue";

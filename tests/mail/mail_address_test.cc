@@ -33,6 +33,25 @@ TEST(MailAddress, M_ADDR_1_BothSpellingsNameTheSameMailbox) {
   EXPECT_EQ(opaque->path(), "/inbox");
 }
 
+// The 2,048-byte cap holds for the canonical form, which adds "//" to the opaque spelling: what
+// parse accepts parses back from its canonical form, and nothing longer is accepted.
+TEST(MailAddress, M_ADDR_2_TheLengthCapHoldsForTheCanonicalForm) {
+  const std::string head = "mem:u@h/";
+  const std::string at_cap(MailAddress::kMaxLength - head.size(), 'p');
+  absl::StatusOr<MailAddress> too_long = MailAddress::parse(head + at_cap);  // 2,048 → 2,050
+  EXPECT_TRUE(IsInvalidMailboxAddress(too_long.status())) << too_long.status();
+  EXPECT_NE(too_long.status().message().find("canonical form"), absl::string_view::npos)
+      << too_long.status();
+  const std::string fits = head + at_cap.substr(2);  // 2,046 bytes, canonical 2,048
+  absl::StatusOr<MailAddress> a = MailAddress::parse(fits);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->canonical().size(), MailAddress::kMaxLength);
+  absl::StatusOr<MailAddress> again = MailAddress::parse(a->canonical());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *a);
+  EXPECT_TRUE(IsInvalidMailboxAddress(a->with_path_suffix("_dlq").status()));
+}
+
 TEST(MailAddress, M_ADDR_1_SchemeAndHostLowercasedUserAndPathKept) {
   EXPECT_EQ(canonical("MeM:Sales@Example.COM/InBox"), "mem://Sales@example.com/InBox");
 }

@@ -185,6 +185,42 @@ TEST(PostProvider, PostAsyncToAHostThatNeverAnswersCompletesAfterTheTimeout) {
   EXPECT_EQ(a.count(), 1);
 }
 
+// The post provider shows its host's dead-letter topic in the post scheme, and nothing else: a
+// user header that starts with "mem://" arrives as it was sent, on fetch and on push.
+TEST(PostProvider, UserHeadersThatLookLikeMemAddressesArriveUnchanged) {
+  std::shared_ptr<Rig> rig = make_rig({});
+  ASSERT_NE(rig, nullptr);
+  PostOffice office;
+  ASSERT_TRUE(office.register_provider(*provider_on(rig)).ok());
+  ASSERT_TRUE(office.start().ok());
+  constexpr wire::HeaderKey<std::string> kLink{"link"};
+  constexpr wire::HeaderKey<std::string> kBogus{"bogus"};
+  auto letter = [&] {
+    Letter l = Letter::text("x");
+    l.headers.set(kLink, std::string("mem://orders@shop.test/inbox"));
+    l.headers.set(kBogus, std::string("mem://not-an-address"));
+    return l;
+  };
+  ASSERT_TRUE(office.post(kInbox, letter()).ok());
+  absl::StatusOr<std::optional<Delivery>> d = office.fetch(kInbox);
+  ASSERT_TRUE(d.ok() && d->has_value()) << d.status();
+  EXPECT_EQ((*d)->letter().headers.get(kLink), "mem://orders@shop.test/inbox");
+  EXPECT_EQ((*d)->letter().headers.get(kBogus), "mem://not-an-address");
+  absl::Mutex mu;
+  std::optional<std::string> link;
+  absl::StatusOr<Subscription> sub = office.subscribe(kInbox, [&](const Letter& l) {
+    absl::MutexLock lock(&mu);
+    link = l.headers.get(kLink);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  ASSERT_TRUE(office.post(kInbox, letter()).ok());
+  absl::MutexLock lock(&mu);
+  auto got = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return link.has_value(); };
+  ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&got), absl::Seconds(30)));
+  EXPECT_EQ(*link, "mem://orders@shop.test/inbox");
+}
+
 TEST(PostProvider, M_ADDR_2_BadAddressNeverReachesTheHost) {
   std::shared_ptr<Rig> rig = make_rig({});
   ASSERT_NE(rig, nullptr);

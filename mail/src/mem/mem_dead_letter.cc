@@ -20,9 +20,11 @@ size_t dead_letter_depth(const MailAddress& address, std::string_view suffix) {
 absl::StatusOr<MailAddress> dead_letter_topic_of(const DeadLetterOptions& options,
                                                  const MailAddress& address) {
   // At the cap a give-up is parked in the mailbox itself: say so, rather than name a deeper
-  // mailbox that is never written.
+  // mailbox that is never written. So too when the suffix would take the address past
+  // MailAddress::kMaxLength (give_up_locked parks there then).
   if (dead_letter_depth(address, options.suffix) + 1 > options.max_nesting) return address;
-  return address.with_path_suffix(options.suffix);
+  absl::StatusOr<MailAddress> topic = address.with_path_suffix(options.suffix);
+  return topic.ok() ? topic : absl::StatusOr<MailAddress>(address);
 }
 
 void give_up_locked(BusState& bus, const std::shared_ptr<const Config>& config, Topic& from,
@@ -48,23 +50,23 @@ void give_up_locked(BusState& bus, const std::shared_ptr<const Config>& config, 
   record.headers.set(kDeadLetterError, std::string(error));
   record.headers.set(kDeadLetterTopic, from.address.canonical());
   record.headers.set(kDeadLetterDepth, depth);
-  if (depth > options.max_nesting) {
+  // create() checked that the suffix is valid, so the target fails only when the suffix takes
+  // the address past MailAddress::kMaxLength.
+  absl::StatusOr<MailAddress> target = from.address.with_path_suffix(options.suffix);
+  if (depth > options.max_nesting || !target.ok()) {
     // M-DLQ-2: parked, never handed to anyone again; only peek_parked / purge_parked see it.
+    // M-DLQ-1 still holds where no dead-letter topic can be named: exactly one record, parked.
     record.headers.set(kDeadLetterTerminal, true);
     report(MemEvent::kParked,
-           absl::StrCat("mem: letter '", record.id, "' given up again at dead-letter depth ",
-                        depth - 1, " on ", from.address.canonical(), " (max_nesting ",
-                        options.max_nesting,
-                        "); parked there: read it with peek_parked, remove it with purge_parked"));
+           depth > options.max_nesting
+               ? absl::StrCat("mem: letter '", record.id, "' given up again at dead-letter depth ",
+                              depth - 1, " on ", from.address.canonical(), " (max_nesting ",
+                              options.max_nesting, "); parked there: read it with peek_parked, ",
+                              "remove it with purge_parked")
+               : absl::StrCat("mem: letter '", record.id, "' given up on a mailbox whose ",
+                              "dead-letter topic would be longer than ", MailAddress::kMaxLength,
+                              " bytes; parked there: read it with peek_parked"));
     from.parked.push_back(std::move(record));
-    return;
-  }
-  absl::StatusOr<MailAddress> target = from.address.with_path_suffix(options.suffix);
-  if (!target.ok()) {  // cannot happen: create() checked the suffix
-    ++from.dropped;
-    report(MemEvent::kDeadLetterFailed,
-           absl::StrCat("mem: cannot dead-letter from ", from.address.canonical(), ": ",
-                        target.status().message()));
     return;
   }
   post_locked(bus, config, bus.topic_locked(*target), std::move(record));

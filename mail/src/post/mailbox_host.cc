@@ -2,6 +2,7 @@
 #include "postal/mail/mailbox_host.h"
 
 #include <atomic>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -197,7 +198,11 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailFetch m) {
     m.reply_to.send(cx, failed(from.status()));
     return absl::OkStatus();
   }
-  FetchOptions o{m.manual ? AckMode::kManual : AckMode::kAuto, absl::Nanoseconds(m.ack_timeout_ns)};
+  // INT64_MAX ns is what an infinite duration becomes in older clients: never expires, too.
+  const absl::Duration ack_timeout = m.ack_timeout_ns == std::numeric_limits<int64_t>::max()
+                                         ? absl::ZeroDuration()
+                                         : absl::Nanoseconds(m.ack_timeout_ns);
+  FetchOptions o{m.manual ? AckMode::kManual : AckMode::kAuto, ack_timeout};
   absl::StatusOr<std::optional<Delivery>> d = core_->provider().fetch(*from, o);
   if (!d.ok()) {
     m.reply_to.send(cx, failed(d.status()));

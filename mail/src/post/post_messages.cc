@@ -4,6 +4,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
+#include "postal/mail/system_headers.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::mail {
@@ -12,15 +13,14 @@ namespace {
 constexpr std::string_view kMemPrefix = "mem://";
 constexpr std::string_view kPostPrefix = "post://";
 
-// Header values and extension keys naming the host's mem store are shown in the post scheme.
+// The one header the host itself writes with an address of its mem store — the dead-letter
+// topic (M-DLQ-1) — is shown in the post scheme. Every other header is the sender's data and
+// arrives as it was sent, even a string that happens to start with "mem://".
 wire::Headers headers_to_post(const wire::Headers& in) {
-  wire::Headers out;
-  for (const auto& [name, value] : in) {
-    if (const auto* s = std::get_if<std::string>(&value); s && s->starts_with(kMemPrefix)) {
-      out.set_value(name, wire::HeaderValue(mem_to_post(*s)));
-    } else {
-      out.set_value(name, value);
-    }
+  wire::Headers out = in;
+  if (std::optional<std::string> topic = in.get(kDeadLetterTopic);
+      topic.has_value() && topic->starts_with(kMemPrefix)) {
+    out.set(kDeadLetterTopic, mem_to_post(*topic));
   }
   return out;
 }

@@ -154,10 +154,12 @@ absl::StatusOr<std::optional<Delivery>> PostProvider::fetch(const MailAddress& a
   if (options.ack_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("fetch: ack_timeout must not be negative");
   }
-  MailFetch req{address.canonical(),
-                options.ack == AckMode::kManual,
-                absl::ToInt64Nanoseconds(options.ack_timeout),
-                {}};
+  // 0 on the wire is "never expires", for a zero and for an infinite timeout alike (an infinite
+  // one would otherwise cross as INT64_MAX ns: a finite lease ending in 2262).
+  const int64_t ack_timeout_ns = options.ack_timeout == absl::InfiniteDuration()
+                                     ? 0
+                                     : absl::ToInt64Nanoseconds(options.ack_timeout);
+  MailFetch req{address.canonical(), options.ack == AckMode::kManual, ack_timeout_ns, {}};
   absl::StatusOr<MailReply> r = link_->call(std::move(req), "fetch");
   if (!r.ok()) return r.status();
   if (r->letters.empty()) return std::optional<Delivery>();
