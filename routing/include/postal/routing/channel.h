@@ -66,8 +66,8 @@ struct ChannelOptions {
   // A connection that has not sent a valid HELLO within this long is closed.
   absl::Duration handshake_timeout = absl::Seconds(10);
   // A connection in the middle of a frame that receives no byte for this long is closed. A
-  // connection between frames is never closed for being quiet: there are no heartbeats yet, and
-  // a client with nothing to send is legitimately silent.
+  // connection between frames is closed for being quiet only by heartbeats (below), when its
+  // client offered them: a client with nothing to send is otherwise legitimately silent.
   absl::Duration partial_frame_timeout = absl::Seconds(30);
   // Connections open at once per listener; past it a new connection is accepted and closed at
   // once (logged, rate-limited) and the listener keeps serving the others.
