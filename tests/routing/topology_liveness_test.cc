@@ -108,7 +108,7 @@ TEST_F(LivenessTest, R_CHAN_2_AProcStoppedBySigtermSaysGoodbyeAndItsRestartIsRed
   uint64_t returned = 0, stopped = 0;
   absl::Time last_return = killed;
   while (true) {
-    auto back = client_->next_undeliverable(absl::Seconds(2));
+    auto back = client_->next_undeliverable(absl::Milliseconds(500));
     if (!back.ok()) break;
     last_return = absl::Now();
     const runtime::DeliveryFailure* root = (*back)->root_failure();
