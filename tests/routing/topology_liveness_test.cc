@@ -15,6 +15,7 @@
 #include "postal/routing/host.h"
 #include "postal/routing/workload.h"
 #include "support/must.h"
+#include "support/raw_peer.h"
 #include "support/wait_for.h"
 
 namespace postal::routing {
@@ -34,6 +35,9 @@ class LivenessTest : public ::testing::Test {
     static int count = 0;  // test names are too long for socket paths (107 bytes)
     dir_ = absl::StrCat("/tmp/postal-live-", ::getpid(), "-", ++count);
     std::filesystem::create_directories(dir_);
+  }
+  // Launches gamma; `channel` is the host's (its procs get its timeouts as flags).
+  void up(ChannelOptions channel = {}) {
     TopologySpec spec;
     spec.name = "live";
     spec.procs.push_back({"gamma", ipc("gamma"), std::nullopt, 1, std::nullopt, {}, std::nullopt});
@@ -41,6 +45,7 @@ class LivenessTest : public ::testing::Test {
     HostOptions o;
     o.postal_binary = POSTAL_BINARY;
     o.proc_workers = 1;
+    o.channel = channel;
     auto host = Host::up(spec, o);
     ASSERT_TRUE(host.ok()) << host.status();
     host_ = *std::move(host);
@@ -91,6 +96,7 @@ class LivenessTest : public ::testing::Test {
 // posts after gamma was gone — not after the 60 s delivery timeout, and nothing is dropped.
 // gamma restarted on the same address is redialed by the next post, which is delivered.
 TEST_F(LivenessTest, R_CHAN_2_AProcStoppedBySigtermSaysGoodbyeAndItsRestartIsRedialed) {
+  up();
   ChannelOptions channel;
   channel.delivery_timeout = absl::Seconds(60);
   start_sender(channel);
@@ -147,6 +153,7 @@ TEST_F(LivenessTest, R_CHAN_2_AProcStoppedBySigtermSaysGoodbyeAndItsRestartIsRed
 // delivery timeout, and nothing is returned meanwhile; after SIGCONT the channel reconnects,
 // resumes its session and the stream completes in order, nothing lost or duplicated.
 TEST_F(LivenessTest, R_FLOW_4_ASigstoppedProcIsDeclaredDeadByHeartbeatsAndResumesAfterSigcont) {
+  up();
   start_sender({});
   IoThread io;
   ChannelOptions c;
@@ -198,6 +205,7 @@ TEST_F(LivenessTest, R_FLOW_4_ASigstoppedProcIsDeclaredDeadByHeartbeatsAndResume
 // the pending envelopes stay pending until the delivery timeout returns them as AckTimedOut
 // (they were written and not acked: they may or may not have been delivered).
 TEST_F(LivenessTest, R_FLOW_4_EnvelopesPendingForAProcThatStaysStuckReturnAtTheDeliveryTimeout) {
+  up();
   start_sender({});
   IoThread io;
   ChannelOptions c;
@@ -236,6 +244,31 @@ TEST_F(LivenessTest, R_FLOW_4_EnvelopesPendingForAProcThatStaysStuckReturnAtTheD
   EXPECT_TRUE(channel->closed());
   EXPECT_NE(channel->status().message().find("dial_timeout"), std::string::npos)
       << channel->status();
+}
+
+// R-FLOW-4: `postal up` hands its channel options' heartbeats to the procs it launches
+// (`postal proc --heartbeat-ms`): a peer of gamma that offers heartbeats and goes silent is closed
+// after the host's 300 ms, not the 5 s default.
+TEST_F(LivenessTest, R_FLOW_4_ALaunchedProcTakesItsHostsHeartbeatSettings) {
+  ChannelOptions channel;
+  channel.heartbeat_interval = absl::Milliseconds(50);
+  channel.heartbeat_timeout = absl::Milliseconds(300);
+  up(channel);
+  namespace v2 = internal::v2;
+  boost::asio::io_context ctx;
+  test_support::RawPeer peer = test_support::connect_raw(ctx, gamma_listen());
+  v2::Hello hello;
+  hello.client_session = 77;
+  hello.features = v2::kFeatureHeartbeat;
+  ASSERT_TRUE(peer.send(hello));
+  std::optional<test_support::RawPeer::Received> welcome = peer.next();
+  ASSERT_TRUE(welcome && welcome->kind == v2::Kind::kWelcome);
+  EXPECT_EQ(must(v2::decode_welcome(welcome->body)).features, v2::kFeatureHeartbeat);
+  const absl::Time silent = absl::Now();
+  while (peer.next(absl::Seconds(10)).has_value()) {  // its PINGs, then GOODBYE idle
+  }
+  EXPECT_TRUE(peer.closed_within(absl::Seconds(1)));
+  EXPECT_LT(absl::Now() - silent, absl::Seconds(3)) << "closed by the default timeout";
 }
 
 }  // namespace
