@@ -117,6 +117,11 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
   args.insert(args.end(),
               {"--delivery-timeout-ms",
                std::to_string(absl::ToInt64Milliseconds(options_.channel.delivery_timeout))});
+  // R-FLOW-4: the children's heartbeats follow the host's channel options too.
+  args.insert(args.end(),
+              {"--heartbeat-ms",
+               absl::StrCat(absl::ToInt64Milliseconds(options_.channel.heartbeat_interval), ",",
+                            absl::ToInt64Milliseconds(options_.channel.heartbeat_timeout))});
   if (const std::optional<std::string>& log = spec.log ? spec.log : spec_.log) {
     args.insert(args.end(), {"--log-level", *log});
   }

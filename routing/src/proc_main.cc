@@ -23,9 +23,11 @@ namespace {
 constexpr std::string_view kUsage =
     "usage: postal proc --name NAME --listen ADDR [--location LOC] [--workers N]\n"
     "                   [--ready-fd FD] [--delivery-timeout-ms N] [--log-level SPEC]\n"
+    "                   [--heartbeat-ms INTERVAL,TIMEOUT]\n"
     "Runs one proc (hosts launch it; see docs/topologies.md). Writes `POSTAL-READY <proc address>\n"
     "<listen address>` to the ready fd once serving; runs until SIGINT/SIGTERM or its parent dies.\n"
-    "--log-level takes POSTAL_LOG's syntax, e.g. info,postal.routing=debug.\n";
+    "--log-level takes POSTAL_LOG's syntax, e.g. info,postal.routing=debug.\n"
+    "--heartbeat-ms sets the channels' heartbeats, e.g. 1000,5000 (the default); 0,0 turns them off.\n";
 
 const runtime::Logger& log() { return runtime::Logger::routing(); }
 
@@ -40,6 +42,9 @@ struct ProcFlags {
   int ready_fd = 1;
   int delivery_timeout_ms = 0;  // 0: the channel default
   std::string log_level;        // empty: POSTAL_LOG or the default
+  // R-FLOW-4: heartbeat_interval and heartbeat_timeout in ms; -1: the channel default.
+  int heartbeat_interval_ms = -1;
+  int heartbeat_timeout_ms = -1;
 };
 
 // Parses `--flag=value` / `--flag value`; logs what is wrong.
@@ -77,10 +82,20 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
       (key == "--workers"              ? out.workers
        : key == internal::kReadyFdFlag ? out.ready_fd
                                        : out.delivery_timeout_ms) = n;
+    } else if (key == "--heartbeat-ms") {  // R-FLOW-4: INTERVAL,TIMEOUT
+      const size_t comma = value.find(',');
+      if (comma == std::string_view::npos ||
+          !absl::SimpleAtoi(sv(value.substr(0, comma)), &out.heartbeat_interval_ms) ||
+          !absl::SimpleAtoi(sv(value.substr(comma + 1)), &out.heartbeat_timeout_ms) ||
+          out.heartbeat_interval_ms < 0 || out.heartbeat_timeout_ms < 0) {
+        log().error(absl::StrCat("postal proc: --heartbeat-ms wants INTERVAL,TIMEOUT in ms, e.g. "
+                                 "1000,5000, got \"", sv(value), "\""));
+        return ParseResult::kUsageError;
+      }
     } else {
       log().error(absl::StrCat("postal proc: unknown flag ", sv(key),
                                " (known: --name, --listen, --location, --workers, --ready-fd, "
-                               "--delivery-timeout-ms, --log-level, --help)"));
+                               "--delivery-timeout-ms, --log-level, --heartbeat-ms, --help)"));
       return ParseResult::kUsageError;
     }
   }
@@ -127,6 +142,10 @@ int proc_main(int argc, char** argv) {
   options.scheduler.workers = flags.workers;
   if (flags.delivery_timeout_ms > 0) {
     options.channel.delivery_timeout = absl::Milliseconds(flags.delivery_timeout_ms);
+  }
+  if (flags.heartbeat_interval_ms >= 0) {
+    options.channel.heartbeat_interval = absl::Milliseconds(flags.heartbeat_interval_ms);
+    options.channel.heartbeat_timeout = absl::Milliseconds(flags.heartbeat_timeout_ms);
   }
   if (!flags.location.empty()) {
     absl::StatusOr<runtime::Location> location = runtime::Location::parse(flags.location);

@@ -68,7 +68,8 @@ StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<E
       deadline_timer_(io.context()),
       dial_timer_(io.context()),
       read_buf_(kFirstReadChunk),
-      backoff_(options.reconnect_initial) {}
+      backoff_(options.reconnect_initial),
+      heartbeat_timer_(io.context()) {}
 
 absl::Status StreamClientCore::connect_first() {
   absl::Status s = connect_blocking(socket_, endpoints_, options_.delivery_timeout);
@@ -313,6 +314,7 @@ void StreamClientCore::send_hello() {
   hello.resuming = hello_resuming_;
   hello.client_session = session_;
   hello.first_unacked_seq = hello_resuming_ ? acked_ : 0;
+  hello.features = offered_features();  // §15: heartbeat (R-FLOW-4)
   hello.max_frame_bytes = static_cast<uint32_t>(max_frame_);
   hello.ack_interval_ms = static_cast<uint32_t>(
       std::clamp<int64_t>(absl::ToInt64Milliseconds(options_.delivery_timeout / 4), 10, 60'000));
@@ -338,6 +340,7 @@ void StreamClientCore::on_read(uint64_t gen, const boost::system::error_code& ec
     return link_failed(
         gen, ec == boost::asio::error::eof ? "the server closed the connection" : os_error(ec));
   }
+  read_since_tick_ = true;  // §10.2: any byte proves the peer alive
   splitter_.feed(std::string_view(read_buf_.data(), n));
   if (n == read_buf_.size() && read_buf_.size() < kReadChunk) {
     read_buf_.resize(read_buf_.size() * 2);
@@ -405,6 +408,7 @@ void StreamClientCore::drop_connection(std::string why) {
   cut_half_.reset();
   control_.clear();
   control_sent_ = 0;
+  heartbeat_out_.clear();
   waiting_writable_ = false;
 }
 
@@ -500,13 +504,18 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   reconnect_timer_.cancel();
   deadline_timer_.cancel();
   dial_timer_.cancel();
+  heartbeat_timer_.cancel();
   if (resolver_) resolver_->cancel();
   link_ = Link::kDown;
   up_.store(false, std::memory_order_release);
   ++gen_;
-  if (!absl::IsCancelled(why) || !returned.empty()) {
+  // A close that returns nothing and is no refusal (a server's GOODBYE, a dial to a proc that
+  // is gone) is routine: it is worth an info line, not a warning.
+  if (!returned.empty() || absl::IsFailedPrecondition(why)) {
     log().warn(
         absl::StrCat(why.message(), "; channel closed, returning ", returned.size(), " envelopes"));
+  } else if (!absl::IsCancelled(why)) {
+    log().info(absl::StrCat(why.message(), "; channel closed, nothing pending"));
   }
   const std::string detail(why.message());
   // R-FAIL-1: the OS error behind a dial or a timeout travels as a field, not only as text.
@@ -534,6 +543,7 @@ class StreamChannelClient final : public ChannelClient {
   bool rejected() const override { return core_->rejected(); }
   absl::Status status() const override { return core_->status(); }
   size_t unacked() const override { return core_->unacked(); }
+  Liveness liveness() const override { return core_->liveness(); }
   void close() override {
     if (core_->closed()) return;
     core_->close(absl::CancelledError(

@@ -39,6 +39,14 @@
 // Delivery timer (§12 rule 40): while anything is pending the client expects an ACK at least
 // every delivery_timeout; when none comes the channel closes with AckTimedOut.
 //
+// Heartbeats (§10.2, R-FLOW-4; stream_client_heartbeat.cc): with the `heartbeat` feature enabled
+// by WELCOME, a timer ticks once per heartbeat_interval while the link is up. A tick sends a
+// PING when nothing was written since the last one, and declares the peer dead when nothing was
+// read for heartbeat_timeout: the connection is dropped and the client reconnects as on any lost
+// connection (R-CHAN-2), the reconnect's handshake bounded by dial_timeout; what is pending stays
+// pending, bounded by the delivery timer. Reads and writes only set a flag (no clock, no timer).
+// PING and PONG frames wait in `heartbeat_out_` until the write round is at a frame boundary.
+//
 // Transfers (§9): a payload over `chunk_bytes` travels as a DATA frame with flag `chunked` and
 // then CHUNK frames cut from the envelope's cached bytes, at most `transfer_window` beyond what
 // the server acked, one chunk per transfer per write round after the DATA frames (§9.9), so a
@@ -51,6 +59,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -67,6 +76,7 @@
 #include "envelope_codec.h"
 #include "frames_v2.h"
 #include "postal/routing/channel.h"
+#include "postal/routing/channel_client.h"
 #include "postal/runtime/deferred_flush.h"
 #include "postal/runtime/mailbox_sender.h"
 #include "socket_util.h"
@@ -108,6 +118,12 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
 
   bool closed() const { return closed_.load(std::memory_order_acquire); }
   bool rejected() const { return rejected_.load(std::memory_order_acquire); }
+  // R-FLOW-4: what the heartbeats found out (channel_client.h).
+  ChannelClient::Liveness liveness() const {
+    return {heartbeat_on_.load(std::memory_order_acquire),
+            peer_dead_.load(std::memory_order_acquire),
+            deaths_.load(std::memory_order_acquire)};
+  }
   absl::Status status() const;
   size_t unacked() const {
     return closed() ? 0 : outstanding_.load(std::memory_order_acquire);
@@ -166,6 +182,13 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void on_reject(uint64_t gen, const v2::Reject& reject);
   void on_ack(uint64_t gen, const v2::Ack& ack);
   void on_goodbye(uint64_t gen, const v2::Goodbye& goodbye);
+  // ---- Heartbeats (stream_client_heartbeat.cc) ----
+  uint32_t offered_features() const;
+  // Starts the ticks of this connection (after WELCOME), when the session has the feature.
+  void arm_heartbeat();
+  void on_heartbeat_tick(uint64_t gen);
+  // PING (answered with PONG) or PONG; a stream error without the feature.
+  void on_heartbeat_frame(uint64_t gen, v2::Kind kind, std::string_view body);
   // Moves what posts queued into `pending_`, sequenced and encoded (§6.1). Only while up.
   void sequence();
   // Sequences `env` unless its pair must wait (§9.8 rule 34): then it joins `held_`.
@@ -241,6 +264,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   std::atomic<bool> rejected_{false};
   std::atomic<size_t> outstanding_{0};  // posted and neither acked nor returned
   std::atomic<bool> up_{false};         // link_ == kUp, for a worker's flush to look at
+  std::atomic<bool> heartbeat_on_{false};  // the session has the heartbeat feature
+  std::atomic<bool> peer_dead_{false};     // declared dead, no WELCOME since
+  std::atomic<uint64_t> deaths_{0};
 
   // Everything below: under io_mu_ (the I/O thread's handlers, a worker's inline flush).
   absl::Mutex io_mu_;
@@ -285,6 +311,13 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   std::string last_error_;
   int last_errno_ = 0;  // the errno behind last_error_, when an OS error
   absl::Duration backoff_;
+  // Heartbeats (§10.2).
+  boost::asio::steady_timer heartbeat_timer_;
+  std::string heartbeat_out_;  // PINGs and PONGs waiting for a frame boundary
+  bool read_since_tick_ = false;
+  bool wrote_since_tick_ = false;
+  std::chrono::steady_clock::time_point last_heard_;  // as of the last tick
+  uint64_t pings_ = 0;                                // the last PING's token
 };
 
 }  // namespace postal::routing::internal

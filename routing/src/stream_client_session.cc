@@ -55,6 +55,9 @@ void StreamClientCore::handle(uint64_t gen, v2::Kind kind, std::string_view body
       absl::StatusOr<v2::Goodbye> g = v2::decode_goodbye(body);
       return g.ok() ? on_goodbye(gen, *g) : stream_error(g.status());
     }
+    case v2::Kind::kPing:
+    case v2::Kind::kPong:
+      return on_heartbeat_frame(gen, kind, body);
     default:
       return link_failed(gen, absl::StrCat("protocol error: unexpected frame kind ",
                                            static_cast<int>(kind), " from the server"));
@@ -74,8 +77,13 @@ void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
                             " but this session has acked ", acked_, " and written ", written_);
   } else if (welcome.max_frame_bytes != limits_.max_frame_bytes ||
              welcome.dict_max_entries != limits_.dict_max_entries ||
-             welcome.dict_max_bytes != limits_.dict_max_bytes) {
-    mismatch = "the server changed the session's limits (§4.3 rule 4)";
+             welcome.dict_max_bytes != limits_.dict_max_bytes ||
+             welcome.features != limits_.features) {
+    mismatch = "the server changed the session's limits or features (§4.3 rule 4)";
+  }
+  if (mismatch.empty() && (welcome.features & ~offered_features()) != 0) {  // §15 rule 52
+    mismatch = absl::StrCat("the server enabled features ", welcome.features,
+                            " this client did not offer (", offered_features(), ")");
   }
   if (!mismatch.empty()) {
     return close_channel(
@@ -133,6 +141,7 @@ void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
   }
   sequence();
   arm_deadline();
+  arm_heartbeat();
   flush_writes();
 }
 
@@ -436,6 +445,11 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
     cuts_.clear();
     head_cuts_ = 0;
     batch_data_end_ = next_to_send_;
+    // §10.2: a PING or PONG goes between frames, never into one cut in half.
+    if (!heartbeat_out_.empty() && link_ == Link::kUp && send_offset_ == 0 && !cut_half_) {
+      control_.append(heartbeat_out_);
+      heartbeat_out_.clear();
+    }
     if (control_sent_ < control_.size()) {
       iov[count++] = iovec{control_.data() + control_sent_, control_.size() - control_sent_};
       bytes += control_.size() - control_sent_;
@@ -498,6 +512,7 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
       err = errno;
       return Written::kFailed;
     }
+    wrote_since_tick_ = true;
     if (advance(static_cast<size_t>(n))) release_held();
     if (static_cast<size_t>(n) < bytes) return Written::kFull;  // the socket buffer is full
   }

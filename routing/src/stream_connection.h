@@ -42,6 +42,55 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
+  // R-CHAN-2, §11: the server stops. Called after the server stopped processing frames (on the
+  // I/O thread, between two reads), so the GOODBYE's final ACK is the truth: nothing more of
+  // this session is processed. A connection not up yet just closes.
+  void say_goodbye_stopping() {
+    if (closed_ || state_ == State::kRejected) return;  // a REJECT lingers on its own
+    if (state_ != State::kUp || session_ == nullptr) return close("");
+    state_ = State::kRejected;  // discard whatever the client still sends, until it hangs up
+    out_.clear();               // the GOODBYE is the final ACK: it supersedes any queued one
+    ack_pending_ = false;
+    progress_.clear();
+    close_after_write_ = false;
+    v2::append(out_, v2::Goodbye{static_cast<uint16_t>(v2::GoodbyeCode::kServerStopping),
+                                 session_->next_expected, session_->progress(),
+                                 "the server is stopping"});
+    linger_for_ = kStopLinger;
+    shutdown_after_write_ = true;
+    flush();
+  }
+
+  // R-FLOW-4 heartbeats (§10.2), once per interval from the listener's timer: a connection up
+  // with the feature that received nothing for heartbeat_timeout is closed (GOODBYE `idle`, best
+  // effort; the session stays, §11); one that wrote nothing since the last tick sends a PING.
+  void heartbeat(std::chrono::steady_clock::time_point now) {
+    if (closed_ || state_ != State::kUp || session_ == nullptr ||
+        (session_->features & v2::kFeatureHeartbeat) == 0) {
+      return;
+    }
+    if (now - last_read_ >= core_->heartbeat_timeout()) {
+      core_->closed_heartbeat_timeout_.fetch_add(1, std::memory_order_relaxed);
+      if (!writing_) {  // a peer that stopped reading gets no GOODBYE: a write is stuck already
+        std::string goodbye;
+        v2::append(goodbye, v2::Goodbye{static_cast<uint16_t>(v2::GoodbyeCode::kIdle),
+                                        session_->next_expected, session_->progress(),
+                                        "nothing received for heartbeat_timeout"});
+        [[maybe_unused]] const ssize_t n = ::send(socket_.native_handle(), goodbye.data(),
+                                                  goodbye.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      return close_bounded(absl::StrCat(
+          "nothing received for heartbeat_timeout (",
+          absl::FormatDuration(absl::FromChrono(core_->heartbeat_timeout())),
+          "): the client is stuck or gone; its session stays"));
+    }
+    if (!wrote_since_tick_) {
+      v2::append_ping(out_, v2::Ping{++pings_});
+      flush();
+    }
+    wrote_since_tick_ = false;
+  }
+
   // Closes for a bound (R-FLOW-4): the line is rate-limited, since input can repeat it.
   void close_bounded(std::string_view why) {
     if (closed_) return;
@@ -65,6 +114,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (core_->connections_.erase(self) > 0) {
       core_->connections_open_.store(core_->connections_.size(), std::memory_order_relaxed);
     }
+    core_->note_drained();
     boost::system::error_code ignored;
     socket_.close(ignored);
     if (linger_) linger_->cancel();
@@ -113,6 +163,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (kind == v2::Kind::kData) return on_data(body);
     if (kind == v2::Kind::kChunk && state_ == State::kUp) return on_chunk(body);
     if (kind == v2::Kind::kAbort && state_ == State::kUp) return on_abort(body);
+    if ((kind == v2::Kind::kPing || kind == v2::Kind::kPong) && state_ == State::kUp &&
+        (session_->features & v2::kFeatureHeartbeat) != 0) {
+      return on_heartbeat_frame(kind, body);
+    }
     if (kind == v2::Kind::kHello) {
       absl::StatusOr<v2::Hello> hello = v2::decode_hello(body);
       if (!hello.ok()) {
@@ -137,6 +191,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     protocol_error(absl::StrCat("protocol error: unexpected frame kind ", static_cast<int>(kind),
                                 state_ == State::kUp ? " from a client" : " before HELLO"));
     return false;
+  }
+
+  // §10.2: a PING is answered with a PONG of the same token in the batch's write; a PONG only
+  // proves liveness, which the read already counted.
+  bool on_heartbeat_frame(v2::Kind kind, std::string_view body) {
+    absl::StatusOr<v2::Ping> ping = v2::decode_ping(body);
+    if (!ping.ok()) {
+      protocol_error(absl::StrCat("protocol error: ", ping.status().message()));
+      return false;
+    }
+    if (kind == v2::Kind::kPing) v2::append_pong(out_, *ping);
+    return true;
   }
 
   // R-FLOW-4: counts what the splitter holds of an incomplete frame toward the listener's bound.
@@ -188,6 +254,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       auto session = std::make_unique<Session>();
       session->decoder.emplace(core_->dict_limits());
+      session->features = hello.features & core_->offered_features();  // §15 rule 52
       it = core_->sessions_.emplace(hello.client_session, std::move(session)).first;
       created = true;
       if (log().enabled(runtime::LogLevel::kDebug)) {
@@ -220,6 +287,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     state_ = State::kUp;
     splitter_.set_limit(core_->max_frame_);
     v2::Welcome welcome = core_->welcome(session->next_expected);
+    welcome.features = session->features;
     welcome.transfers = session->progress();  // §9.5: where each transfer resumes
     v2::append(out_, welcome);
     flush();
@@ -365,6 +433,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     in_flight_.swap(out_);
     out_.clear();
     writing_ = true;
+    wrote_since_tick_ = true;  // §10.2: no PING needed this interval
     boost::asio::async_write(socket_, boost::asio::buffer(in_flight_),
                              [self = shared_from_this()](const boost::system::error_code& ec,
                                                          size_t) { self->on_written(ec); });
@@ -380,7 +449,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       shutdown_after_write_ = false;
       boost::system::error_code ignored;
       socket_.shutdown(Socket::shutdown_send, ignored);
-      linger_ = std::make_unique<boost::asio::steady_timer>(core_->io_.context(), kRejectLinger);
+      linger_ = std::make_unique<boost::asio::steady_timer>(core_->io_.context(), linger_for_);
       linger_->async_wait([self = shared_from_this()](const boost::system::error_code& e) {
         if (!e) self->close("");
       });
@@ -409,6 +478,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool shutdown_after_write_ = false;
   bool closed_ = false;
   std::unique_ptr<boost::asio::steady_timer> linger_;
+  std::chrono::steady_clock::duration linger_for_ = kRejectLinger;  // after a REJECT or GOODBYE
+  bool wrote_since_tick_ = false;  // a write started since the last heartbeat tick
+  uint64_t pings_ = 0;             // the last PING's token
 };
 
 }  // namespace postal::routing::internal::stream_server

@@ -134,6 +134,19 @@ void ServerCore::arm_sweep() {
   });
 }
 
+void ServerCore::arm_heartbeat() {
+  if (stopped_ || offered_features() == 0) return;
+  heartbeat_timer_.expires_after(heartbeat_interval());
+  heartbeat_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& e) {
+    if (e || self->stopped_) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<Connection>> all(self->connections_.begin(),
+                                                 self->connections_.end());
+    for (const auto& connection : all) connection->heartbeat(now);
+    self->arm_heartbeat();
+  });
+}
+
 void ServerCore::sweep() {
   const auto now = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<Connection>> all(connections_.begin(), connections_.end());
@@ -214,6 +227,7 @@ ChannelServer::Stats ServerCore::stats() const {
   s.shed_out_of_fds = shed_out_of_fds_.load(std::memory_order_relaxed);
   s.sessions = sessions_open_.load(std::memory_order_relaxed);
   s.sessions_forgotten = sessions_forgotten_.load(std::memory_order_relaxed);
+  s.closed_heartbeat_timeout = closed_heartbeat_timeout_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -224,14 +238,29 @@ void ServerCore::drop_connections() {
   connections_open_.store(connections_.size(), std::memory_order_relaxed);
 }
 
-void ServerCore::stop() {
+void ServerCore::stop(bool goodbye) {
   if (stopped_) return;
   stopped_ = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   sweep_timer_.cancel();
   retry_timer_.cancel();
-  drop_connections();
+  heartbeat_timer_.cancel();
+  // R-CHAN-2: this handler runs between two reads, so no frame is being processed; from here
+  // on none is (every connection stops reading frames), and each GOODBYE's ACK is final.
+  std::vector<std::shared_ptr<Connection>> all(connections_.begin(), connections_.end());
+  for (const auto& connection : all) {
+    if (goodbye) {
+      connection->say_goodbye_stopping();
+    } else {
+      connection->close("");
+    }
+  }
+  if (!goodbye) {
+    sessions_.clear();
+    sessions_open_.store(0, std::memory_order_relaxed);
+  }
+  note_drained();
   if (!unlink_path_.empty()) ::unlink(unlink_path_.c_str());
 }
 
@@ -261,12 +290,22 @@ class StreamChannelServer final : public ChannelServer {
       : core_(std::move(core)), io_(io) {}
   ~StreamChannelServer() override {
     run_in_io_thread(io_, [core = core_.get()] { core->stop(); });
+    // R-CHAN-2: give each client the time to read its GOODBYE and hang up (bounded by the
+    // connections' own linger), then close whatever is left. On the I/O thread itself nobody
+    // could answer meanwhile: the goodbyes are best effort there.
+    if (!io_.in_io_thread()) {
+      core_->wait_drained(absl::FromChrono(kStopLinger) + absl::Milliseconds(500));
+    }
+    run_in_io_thread(io_, [core = core_.get()] { core->drop_connections(); });
   }
 
   const ChannelAddr& local_addr() const override { return core_->local_addr(); }
   Stats stats() const override { return core_->stats(); }
   void drop_connections() override {
     run_in_io_thread(io_, [core = core_.get()] { core->drop_connections(); });
+  }
+  void vanish() override {
+    run_in_io_thread(io_, [core = core_.get()] { core->stop(/*goodbye=*/false); });
   }
 
  private:

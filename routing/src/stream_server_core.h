@@ -30,6 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "envelope_codec.h"
 #include "frames_v2.h"
 #include "postal/runtime/log_rate_limit.h"
@@ -55,6 +56,11 @@ constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 // After a REJECT the server half-closes and waits this long for the client to hang up, so the
 // REJECT is read before the connection is reset.
 constexpr auto kRejectLinger = std::chrono::seconds(5);
+// R-CHAN-2: a stopping server lingers this long at most for each client to read its GOODBYE
+// `server_stopping` and hang up (§11 allows 5 s; a proc's stop should not wait that long for a
+// stuck client, and `postal up` gives a child 3 s before SIGKILL). A client that hangs up
+// earlier ends the wait for its connection at once.
+constexpr auto kStopLinger = std::chrono::seconds(2);
 
 class Connection;
 
@@ -89,6 +95,7 @@ struct Session {
   std::chrono::steady_clock::time_point orphaned;  // when it last lost its connection
   std::optional<v2::EnvelopeDecoder> decoder;  // the session dictionary's receiving half (§7)
   std::map<uint64_t, Transfer> transfers;      // incomplete, by seq (≤ max_transfers)
+  uint32_t features = 0;  // enabled at its creation (§15): the HELLO's offer ∩ this server's
   // What the session's transfers progress lists (§8 rule 20, §9.5): every incomplete one.
   std::vector<v2::TransferProgress> progress() const {
     std::vector<v2::TransferProgress> out;
@@ -112,7 +119,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
         partial_cap_(std::max<size_t>(options.max_partial_frame_bytes, max_frame_ + 4)),
         acceptor_(io.context()),
         sweep_timer_(io.context()),
-        retry_timer_(io.context()) {}
+        retry_timer_(io.context()),
+        heartbeat_timer_(io.context()) {}
   ~ServerCore() {
     if (reserve_fd_ >= 0) ::close(reserve_fd_);
   }
@@ -122,10 +130,19 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
     boost::asio::post(io_.context(), [self = shared_from_this()] {
       self->accept();
       self->arm_sweep();
+      self->arm_heartbeat();
     });
   }
   ChannelServer::Stats stats() const;
-  void stop();
+  // Stops accepting and processing frames; every connection that is up gets GOODBYE
+  // `server_stopping` with its session's final ACK and lingers (kStopLinger at most) until its
+  // client hangs up (R-CHAN-2, §11); the others close at once.
+  void stop(bool goodbye = true);
+  // Any thread but the I/O thread, after stop(): waits until every connection closed, at most
+  // `timeout`; whether they did.
+  bool wait_drained(absl::Duration timeout) {
+    return drained_.WaitForNotificationWithTimeout(timeout);
+  }
   void drop_connections();
 
   const ChannelAddr& local_addr() const { return local_; }
@@ -147,6 +164,25 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // EMFILE/ENFILE: close what is pending through the reserved fd, then wait for a connection.
   void on_out_of_fds(const boost::system::error_code& ec);
   void arm_sweep();
+  // ---- Heartbeats (R-FLOW-4, §10.2): one timer per listener, ticking once per interval ----
+  uint32_t offered_features() const {
+    return heartbeat_interval() > std::chrono::steady_clock::duration::zero()
+               ? v2::kFeatureHeartbeat
+               : 0;
+  }
+  std::chrono::steady_clock::duration heartbeat_interval() const {
+    return to_chrono(options_.heartbeat_interval);
+  }
+  // heartbeat_timeout, at least three intervals (a PING goes out at most two intervals after
+  // the last write, so a live peer always answers in time).
+  std::chrono::steady_clock::duration heartbeat_timeout() const {
+    return std::max(to_chrono(options_.heartbeat_timeout), 3 * heartbeat_interval());
+  }
+  void arm_heartbeat();
+  // After stop(): notes that the last connection closed.
+  void note_drained() {
+    if (stopped_ && connections_.empty() && !drained_.HasBeenNotified()) drained_.Notify();
+  }
   // Closes connections past their handshake or partial-frame timeout; forgets sessions past
   // session_linger.
   void sweep();
@@ -199,10 +235,13 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::atomic<uint64_t> shed_out_of_fds_{0};
   std::atomic<size_t> sessions_open_{0};
   std::atomic<uint64_t> sessions_forgotten_{0};
+  std::atomic<uint64_t> closed_heartbeat_timeout_{0};
+  absl::Notification drained_;  // after stop(): every connection closed
 
   // I/O thread only.
   boost::asio::steady_timer sweep_timer_;
   boost::asio::steady_timer retry_timer_;
+  boost::asio::steady_timer heartbeat_timer_;
   // A descriptor held in reserve: closed to accept-and-close pending connections at EMFILE.
   int reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   size_t partial_total_ = 0;  // the sum of the connections' partial_bytes_

@@ -90,6 +90,7 @@ TEST_F(ChannelTest, R_CHAN_2_ServerThatNeverComesBackReturnsPendingWithAckTimedO
   auto client = dial(server->local_addr(), options);
   post(*client, 0);
   expect_in_order(0, 1);
+  server->vanish();  // killed: no GOODBYE (that would return everything at once)
   server.reset();
 
   const absl::Time start = absl::Now();
@@ -117,6 +118,7 @@ TEST_F(ChannelTest, R_CHAN_2_AfterServerRestartUnwrittenEnvelopesGoOutOnAFreshSe
   expect_in_order(0, 3);
   wait_unacked(*client, 0);  // the acks follow the deliveries
 
+  server->vanish();  // killed (no GOODBYE), then restarted:
   server.reset();
   server = serve(addr);                          // same address, no memory of the session
   for (int n = 3; n < 6; ++n) post(*client, n);  // never written to the dead server
@@ -128,7 +130,8 @@ TEST_F(ChannelTest, R_CHAN_2_AfterServerRestartUnwrittenEnvelopesGoOutOnAFreshSe
   EXPECT_FALSE(client->rejected());
   EXPECT_TRUE(client->status().ok()) << client->status();
 
-  server.reset();  // and again, with the new session
+  server->vanish();  // and again, with the new session
+  server.reset();
   server = serve(addr);
   post(*client, 6);
   expect_in_order(6, 7);

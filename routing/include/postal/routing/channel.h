@@ -66,8 +66,8 @@ struct ChannelOptions {
   // A connection that has not sent a valid HELLO within this long is closed.
   absl::Duration handshake_timeout = absl::Seconds(10);
   // A connection in the middle of a frame that receives no byte for this long is closed. A
-  // connection between frames is never closed for being quiet: there are no heartbeats yet, and
-  // a client with nothing to send is legitimately silent.
+  // connection between frames is closed for being quiet only by heartbeats (below), when its
+  // client offered them: a client with nothing to send is otherwise legitimately silent.
   absl::Duration partial_frame_timeout = absl::Seconds(30);
   // Connections open at once per listener; past it a new connection is accepted and closed at
   // once (logged, rate-limited) and the listener keeps serving the others.
@@ -86,6 +86,17 @@ struct ChannelOptions {
   // R-ROUTE-3: a DialRouter closes and frees a client with nothing unacked and no post for this
   // long; the next post to its address dials again.
   absl::Duration idle_client_timeout = absl::Seconds(60);
+
+  // ---- Heartbeats (R-FLOW-4, R-CHAN-2; docs/wire.md §10.2; decisions.md has the defaults) ----
+  // Both ends offer the `heartbeat` feature while heartbeat_interval > 0 (ZeroDuration: not
+  // offered, so never enabled). Once a session has it, an end that has written nothing for an
+  // interval sends a PING, answers every PING with a PONG, and counts every byte received as
+  // liveness. A client that hears nothing for heartbeat_timeout declares the peer dead
+  // (ChannelClient::liveness()), drops the connection and reconnects as on a lost connection;
+  // a server closes such a connection (GOODBYE `idle`) and keeps its session. Timers tick once
+  // per interval, never per message. heartbeat_timeout is used as at least 3 intervals.
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
 };
 
 // IoThread: one boost::asio::io_context and the one thread that runs it.

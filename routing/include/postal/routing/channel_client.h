@@ -57,6 +57,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -99,6 +100,15 @@ class ChannelClient : public runtime::MailboxSender {
   virtual size_t unacked() const = 0;
   // Closes the channel now; pending envelopes return ChannelClosed. Idempotent.
   virtual void close() = 0;
+
+  // ---- Liveness (R-FLOW-4 heartbeats; what R-SUP-4's remote watches build on) ----
+  struct Liveness {
+    bool heartbeat = false;  // the current (or last) session has the `heartbeat` feature
+    bool peer_dead = false;  // declared dead, and no WELCOME since (it reconnects meanwhile)
+    uint64_t deaths = 0;     // how often the peer was declared dead
+  };
+  // Any thread. inproc: never dead (the server is in this process).
+  virtual Liveness liveness() const { return {}; }
 
  protected:
   explicit ChannelClient(runtime::ChannelAddr addr) : addr_(std::move(addr)) {}

@@ -38,7 +38,10 @@
 //
 // Thread safety: all socket work runs on the IoThread; `deliver_to` is called from it (inproc:
 // from the posting thread). `deliver_to` and `ret` must outlive the server, and the server must
-// be destroyed before its IoThread. Destruction closes every connection and stops listening.
+// be destroyed before its IoThread. Destruction stops listening and processing frames, then says
+// GOODBYE `server_stopping` on every connection that is up, with its session's final ACK, so its
+// clients return what is pending at once instead of waiting for delivery_timeout (R-CHAN-2,
+// docs/wire.md §11); it waits (at most 2 s) for those clients to hang up, and closes the rest.
 #pragma once
 
 #include <cstddef>
@@ -80,6 +83,8 @@ class ChannelServer {
     uint64_t shed_out_of_fds = 0;            // pending connections closed while out of fds
     size_t sessions = 0;                     // sessions remembered now (§5)
     uint64_t sessions_forgotten = 0;         // by session_linger or max_sessions
+    // Heartbeats (R-FLOW-4): connections closed for silence past heartbeat_timeout.
+    uint64_t closed_heartbeat_timeout = 0;
   };
   // Any thread; each field is read on its own (not one snapshot).
   virtual Stats stats() const { return {}; }
@@ -87,6 +92,11 @@ class ChannelServer {
   // Test hook: closes every accepted connection now (as a network failure would), keeping the
   // session memory, so clients reconnect and retransmit (R-CHAN-2). No-op for inproc.
   virtual void drop_connections() = 0;
+  // Test hook: stops the way a killed process would — the listener and every connection close
+  // without GOODBYE, the sessions are gone — so clients see a lost connection and reconnect
+  // (R-CHAN-2), unlike a destruction, which says GOODBYE `server_stopping`. The object is then
+  // only to be destroyed. No-op for inproc.
+  virtual void vanish() {}
 
  protected:
   ChannelServer() = default;
