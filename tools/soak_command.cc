@@ -5,16 +5,22 @@
 // when nothing was duplicated, contradicted or left uncounted and no proc died unasked.
 //
 // The chaos loop runs on the main thread, which also launches and restarts the procs: the
-// kernel's PR_SET_PDEATHSIG follows the launching thread (host.h).
+// kernel's PR_SET_PDEATHSIG follows the launching thread (host.h). Ctrl-C ends the chaos early and
+// still drains and prints the ledger.
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "commands.h"
 #include "postal/routing/host.h"
 #include "postal/routing/workload.h"
@@ -36,8 +42,8 @@ struct Chaotic {
 
 class Soak {
  public:
-  Soak(routing::Host& host, const SoakOptions& o)
-      : host_(host), o_(o), rng_(o.seed), traffic_(ledger_, o.seed + 1, o.rate, o.window),
+  Soak(routing::Host& host, const SoakOptions& o, const std::atomic<int>& signalled)
+      : host_(host), o_(o), signalled_(signalled), rng_(o.seed), traffic_(ledger_, o.seed + 1, o.rate, o.window),
         timeout_(host.delivery_timeout()), grace_(2 * timeout_ + absl::Seconds(1)) {}
 
   int run() {
@@ -60,6 +66,12 @@ class Soak {
     absl::Time next_chaos = start_ + absl::Milliseconds(500);
     absl::Time next_report = start_ + absl::Seconds(5);
     while (absl::Now() < end) {
+      if (signalled_ != 0) {
+        // Ctrl-C ends the chaos early but still drains and accounts: a stopped proc must not be
+        // left stopped (it would keep its death signal pending), and the ledger is the point.
+        std::printf("soak %s: signal %d: ending the chaos early\n", at().c_str(), signalled_.load());
+        break;
+      }
       step();
       if (absl::Now() >= next_chaos) {
         chaos();
@@ -252,6 +264,7 @@ class Soak {
 
   routing::Host& host_;
   const SoakOptions& o_;
+  const std::atomic<int>& signalled_;
   std::mt19937_64 rng_;
   SoakLedger ledger_;
   SoakTraffic traffic_;
@@ -276,6 +289,27 @@ int soak_command(const std::string& self_binary, const SoakOptions& options) {
     return 2;
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // SIGINT/SIGTERM are taken by a thread (blocked before any other thread starts): while procs
+  // start they cancel Host::up, afterwards they end the chaos early (see Soak::run).
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // Only while coming up does a signal cancel the host's waits: once the chaos runs, the drain
+  // after a Ctrl-C still restarts procs, which wait for their ready line too.
+  static std::atomic<int> signalled{0};
+  static absl::Mutex mu;
+  static bool coming_up = true;
+  static const int cancel_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  std::thread([stop] {
+    int sig = 0;
+    sigwait(&stop, &sig);
+    signalled = sig;
+    absl::MutexLock lock(&mu);
+    const uint64_t one = 1;
+    if (coming_up) (void)!::write(cancel_fd, &one, sizeof one);
+  }).detach();
   // The soak stops procs itself; a proc's exit must not stop it (Host ignores on_proc_exit, the
   // soak restarts). A short delivery timeout, unless the file sets one: stopped peers are seen
   // only through it until heartbeats exist.
@@ -284,12 +318,17 @@ int soak_command(const std::string& self_binary, const SoakOptions& options) {
   host_options.channel.delivery_timeout = absl::Seconds(1);
   host_options.teardown_grace = absl::Seconds(1);
   host_options.log = [](const std::string& line) { std::printf("host: %s\n", line.c_str()); };
+  host_options.cancel_fd = cancel_fd;
   absl::StatusOr<std::unique_ptr<routing::Host>> host = routing::Host::up(*spec, host_options);
   if (!host.ok()) {
     std::fprintf(stderr, "postal soak: %s\n", std::string(host.status().message()).c_str());
     return 1;
   }
-  int rc = Soak(**host, options).run();
+  {
+    absl::MutexLock lock(&mu);
+    coming_up = false;
+  }
+  int rc = Soak(**host, options, signalled).run();
   (*host)->teardown();
   return rc;
 }
