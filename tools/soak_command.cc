@@ -47,15 +47,27 @@ class Soak {
         timeout_(host.delivery_timeout()), grace_(2 * timeout_ + absl::Seconds(1)) {}
 
   int run() {
+    absl::StatusOr<runtime::PortAddr> returns = traffic_.attach(host_.proc());
+    if (!returns.ok()) return fail(returns.status().ToString());
+    returns_ = *returns;
     for (const auto& p : host_.procs()) {
       absl::StatusOr<runtime::ActorAddr> echo = spawn_echo(p.name);
       if (!echo.ok()) return fail(absl::StrCat("echo on ", p.name, ": ", echo.status().message()));
       Chaotic c;
       c.name = p.name;
       c.target = traffic_.add_target(*echo);
+      echoes_.push_back(*echo);
       procs_.push_back(std::move(c));
     }
-    if (absl::Status s = traffic_.start(host_.proc()); !s.ok()) return fail(s.ToString());
+    for (const Chaotic& p : procs_) {
+      std::vector<runtime::ActorAddr> relays;
+      if (absl::Status s = spawn_relays(p, &relays); !s.ok()) return fail(s.ToString());
+      uint32_t t = 0;
+      for (const Chaotic& q : procs_) {
+        if (q.target != p.target) traffic_.add_relay(p.target, q.target, relays[t++]);
+      }
+    }
+    traffic_.start();
     start_ = absl::Now();
     const absl::Time end = start_ + o_.duration;
     std::printf("soak: %zu procs, %s, seed %llu, delivery timeout %s, rate %llu/s, window %llu\n",
@@ -108,6 +120,28 @@ class Soak {
     return echo;
   }
 
+  // The relays on `p`, one per other proc, forwarding to its echo: `relay-<proc>`. Their
+  // addresses are singletons, so a restarted proc's relays keep them.
+  absl::Status spawn_relays(const Chaotic& p, std::vector<runtime::ActorAddr>* out) {
+    for (const Chaotic& q : procs_) {
+      if (q.target == p.target) continue;
+      actors::SpawnParams params;
+      params.set_value("next", wire::HeaderValue(echoes_[q.target].to_string()));
+      params.set_value("returns", wire::HeaderValue(returns_.to_string()));
+      absl::StatusOr<runtime::ActorAddr> relay = absl::UnavailableError("not tried");
+      for (int attempt = 0; attempt < 20 && !relay.ok(); ++attempt) {
+        relay = host_.spawn(p.name, std::string(routing::kRelayType), "relay-" + q.name, params);
+      }
+      if (!relay.ok()) {
+        return absl::Status(relay.status().code(), absl::StrCat("relay on ", p.name, " to ",
+                                                                q.name, ": ",
+                                                                relay.status().message()));
+      }
+      if (out != nullptr) out->push_back(*relay);
+    }
+    return absl::OkStatus();
+  }
+
   // Supervision events, due SIGCONTs and restarts, lost ids; waits at most 20 ms for an exit.
   void step() {
     if (std::optional<routing::ProcExit> e = host_.next_exit(absl::Milliseconds(20))) on_exit(*e);
@@ -148,10 +182,13 @@ class Soak {
     }
     traffic_.next_incarnation(p.target);
     absl::StatusOr<runtime::ActorAddr> echo = spawn_echo(p.name);
+    absl::Status relays = spawn_relays(p, nullptr);
+    std::string what = echo.ok() ? ", echo" : absl::StrCat(", echo NOT spawned: ",
+                                                           echo.status().message());
+    absl::StrAppend(&what, relays.ok() ? " and relays spawned"
+                                       : absl::StrCat(", relays NOT spawned: ", relays.message()));
     std::printf("chaos %s: restarted %s (pid %d)%s\n", at().c_str(), p.name.c_str(),
-                static_cast<int>(host_.find_proc(p.name)->pid),
-                echo.ok() ? ", echo spawned" : absl::StrCat(", echo NOT spawned: ",
-                                                            echo.status().message()).c_str());
+                static_cast<int>(host_.find_proc(p.name)->pid), what.c_str());
     ++restarts_;
     p.state = ProcState::kRunning;
   }
@@ -257,6 +294,8 @@ class Soak {
     std::printf("  duplicates           %llu  (%llu replies, %llu returns)\n", n(c.duplicates()),
                 n(c.duplicate_replies), n(c.duplicate_returns));
     std::printf("  unknown ids          %llu\n", n(c.unknown));
+    std::printf("  (relays reported    %llu returns of the copies they forwarded)\n",
+                n(c.relayed_returns));
     std::printf("  late                 %llu  (resolved after being counted lost)\n", n(c.late));
     std::printf("  uncounted            %llu\n", n(c.uncounted));
     std::printf("ledger balanced: %s\n", c.balanced() ? "yes" : "NO");
@@ -272,6 +311,8 @@ class Soak {
   const absl::Duration grace_;  // after a death, how long an open id may still resolve
   absl::Time start_;
   std::vector<Chaotic> procs_;
+  std::vector<runtime::ActorAddr> echoes_;  // by target
+  runtime::PortAddr returns_;               // where relays report returns
   uint64_t kills_ = 0, terms_ = 0, short_stops_ = 0, long_stops_ = 0, restarts_ = 0;
   uint64_t unexpected_exits_ = 0;
 };

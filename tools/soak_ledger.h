@@ -9,7 +9,8 @@
 //                       (DialFailed, ActorNotExist, ChannelClosed after server_stopping, …)
 //   possibly delivered  a return that may or may not have been delivered (return_kinds.h:
 //                       AckTimedOut, ChannelClosed "written, never acked"), with or without a reply
-//   lost with its proc  neither, and its target proc died (kill -9, SIGTERM) while it was open,
+//   lost with its proc  neither, and its target proc (or the proc of the relay it went through)
+//                       died (kill -9, SIGTERM) while it was open,
 //                       `grace` or more before the end: acked by the channel ("enqueued at the
 //                       receiving proc", R-CHAN-1) or handled there, then the proc died before
 //                       its reply (or its return) left — nobody can return it: the envelope
@@ -56,6 +57,7 @@ struct SoakCounts {
   uint64_t open = 0;       // not yet in a final state (while running)
   uint64_t uncounted = 0;  // open at the end, never touched by a death
   uint64_t unknown = 0;    // replies or returns for ids never sent (a bug)
+  uint64_t relayed_returns = 0;  // returns relays reported for the copies they forwarded
 
   uint64_t duplicates() const { return duplicate_replies + duplicate_returns; }
   // Every id in exactly one final state (or still open).
@@ -70,12 +72,19 @@ struct SoakCounts {
 
 class SoakLedger {
  public:
-  // A new id for a payload sent to `target`'s incarnation `incarnation`.
-  uint64_t sent(uint32_t target, uint32_t incarnation);
+  static constexpr uint32_t kDirect = 0xffff;  // `via` of a payload sent straight to its echo
+  // A new id for a payload sent to `target`'s incarnation `incarnation`, through the relay on
+  // proc `via` (or kDirect).
+  uint64_t sent(uint32_t target, uint32_t incarnation, uint32_t via = kDirect);
   void replied(uint64_t id);
-  void returned(uint64_t id, const runtime::DeliveryFailure& root);
-  // `target`'s incarnation `incarnation` died at `at`: every id open for the target may be lost
-  // with it (see the .cc for why not only that incarnation's).
+  // A return: of the soak's own envelope (`relayed` false), or of the copy a relay forwarded,
+  // reported by the relay (true). Each hop's envelope returns at most once; a payload can come
+  // back from both hops only when the first return was "possibly delivered" (it was, to the
+  // relay, which forwarded it).
+  void returned(uint64_t id, const runtime::DeliveryFailure& root, bool relayed = false);
+  // Proc `target`'s incarnation `incarnation` died at `at`: every id open for it — sent to its
+  // echo or through its relay — may be lost with it (see the .cc for why not only that
+  // incarnation's).
   void proc_died(uint32_t target, uint32_t incarnation, absl::Time at);
   // Ids open `grace` after their incarnation died are lost with their proc (a later reply or
   // return still moves them: `late`).
@@ -88,28 +97,36 @@ class SoakLedger {
 
  private:
   enum class State : uint8_t { kOpen, kDelivered, kReturned, kPossibly, kLost, kContradicted };
+  enum class Ret : uint8_t { kNone, kExact, kPossibly };
+  // What was seen for an id; its state is derived from these (`state_of`).
   struct Entry {
     uint32_t incarnation = 0;
     uint16_t target = 0;
-    State state = State::kOpen;
-    uint8_t replies = 0;  // saturating
-    uint8_t returns = 0;  // saturating
-    bool possibly = false;  // its return, if any, was possibly delivered
-    bool died = false;      // its incarnation died while it was open
-    uint16_t kind = 0;      // index into kinds_ of its return
+    uint16_t via = kDirect;
+    uint8_t replies = 0;      // saturating
+    Ret own = Ret::kNone;     // the return of the soak's envelope
+    Ret relayed = Ret::kNone;  // the return of the relay's copy
+    uint16_t own_kind = 0;    // indexes into kinds_
+    uint16_t relayed_kind = 0;
+    bool open = true;   // unresolved, in open_ (and open_via_)
+    bool died = false;  // a proc it depended on died while it was open
+    bool lost = false;  // counted lost with its proc (until a late answer)
   };
-  void close(uint64_t id, Entry& e, State s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  State state_of(const Entry& e, bool final) const;
+  void resolve(uint64_t id, Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint16_t kind_index(const std::string& kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);  // by id
-  std::vector<absl::flat_hash_set<uint64_t>> open_ ABSL_GUARDED_BY(mu_);  // by target
+  std::vector<absl::flat_hash_set<uint64_t>> open_ ABSL_GUARDED_BY(mu_);      // by target
+  std::vector<absl::flat_hash_set<uint64_t>> open_via_ ABSL_GUARDED_BY(mu_);  // by relay proc
   std::deque<std::pair<uint64_t, absl::Time>> dying_ ABSL_GUARDED_BY(mu_);  // id, death
   std::vector<std::string> kinds_ ABSL_GUARDED_BY(mu_);
   uint64_t duplicate_replies_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_returns_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t late_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unknown_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t relayed_returns_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace postal::tools

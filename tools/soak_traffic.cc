@@ -9,8 +9,13 @@ namespace postal::tools {
 
 uint32_t SoakTraffic::add_target(runtime::ActorAddr echo) {
   absl::MutexLock lock(&mu_);
-  targets_.push_back(Target{std::move(echo), 0});
+  targets_.push_back(Target{std::move(echo), 0, {}});
   return static_cast<uint32_t>(targets_.size() - 1);
+}
+
+void SoakTraffic::add_relay(uint32_t via, uint32_t target, runtime::ActorAddr relay) {
+  absl::MutexLock lock(&mu_);
+  targets_[target].relays.emplace_back(via, std::move(relay));
 }
 
 void SoakTraffic::next_incarnation(uint32_t target) {
@@ -23,16 +28,21 @@ uint32_t SoakTraffic::incarnation(uint32_t target) const {
   return targets_[target].incarnation;
 }
 
-absl::Status SoakTraffic::start(runtime::Proc& proc) {
+absl::StatusOr<runtime::PortAddr> SoakTraffic::attach(runtime::Proc& proc) {
   absl::StatusOr<std::unique_ptr<runtime::Client>> client = runtime::Client::attach(proc, "soak");
   if (!client.ok()) return client.status();
   client_ = *std::move(client);
   runtime::OpenPort<routing::Payload> port = runtime::open_port<routing::Payload>(*client_);
   reply_to_ = port.handle.bind();
   replies_ = std::make_unique<runtime::PortReceiver<routing::Payload>>(std::move(port.receiver));
-  thread_ = std::thread([this] { run(); });
-  return absl::OkStatus();
+  runtime::OpenPort<routing::RelayedReturn> relayed =
+      runtime::open_port<routing::RelayedReturn>(*client_);
+  relayed_ = std::make_unique<runtime::PortReceiver<routing::RelayedReturn>>(
+      std::move(relayed.receiver));
+  return relayed.handle.bind().addr();
 }
+
+void SoakTraffic::start() { thread_ = std::thread([this] { run(); }); }
 
 void SoakTraffic::stop() {
   stop_ = true;
@@ -40,22 +50,29 @@ void SoakTraffic::stop() {
 }
 
 void SoakTraffic::send_one(uint32_t target) {
-  runtime::ActorAddr echo;
+  runtime::ActorAddr to;
   uint32_t incarnation = 0;
+  uint32_t via = SoakLedger::kDirect;
   {
     absl::MutexLock lock(&mu_);
-    echo = targets_[target].echo;
-    incarnation = targets_[target].incarnation;
+    const Target& t = targets_[target];
+    to = t.echo;
+    incarnation = t.incarnation;
+    if (!t.relays.empty() && rng_() % 2 == 0) {
+      const auto& relay = t.relays[rng_() % t.relays.size()];
+      via = relay.first;
+      to = relay.second;
+    }
   }
   routing::Payload p;
   p.mode = routing::Payload::kPing;
-  p.seq = ledger_.sent(target, incarnation);
+  p.seq = ledger_.sent(target, incarnation, via);
   p.sent_ns = routing::steady_now_ns();
   // Mostly small; one in 400 over the chunk size (256 KiB), so transfers cross the chaos too.
   const size_t size = rng_() % 400 == 0 ? 300 << 10 : 16 + rng_() % 2033;
   p.body.assign(size, 's');
   p.reply_to = reply_to_;
-  runtime::PortRef<routing::Payload>(routing::payload_port(echo)).send(*client_, std::move(p));
+  runtime::PortRef<routing::Payload>(routing::payload_port(to)).send(*client_, std::move(p));
 }
 
 bool SoakTraffic::drain() {
@@ -64,6 +81,12 @@ bool SoakTraffic::drain() {
     absl::StatusOr<routing::Payload> r = replies_->recv(absl::ZeroDuration());
     if (!r.ok()) break;
     ledger_.replied(r->seq);
+    any = true;
+  }
+  for (;;) {  // payloads a relay forwarded that came back to it
+    absl::StatusOr<routing::RelayedReturn> r = relayed_->recv(absl::ZeroDuration());
+    if (!r.ok()) break;
+    ledger_.returned(r->seq, r->root, /*relayed=*/true);
     any = true;
   }
   for (;;) {

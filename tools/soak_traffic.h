@@ -1,7 +1,9 @@
 // SoakTraffic: the load `postal soak` keeps on a topology while it breaks its procs.
 //
 // One thread sends pings (routing::Payload, kPing) from a Client on the host's proc to the echo
-// of every target proc — at most `window` unresolved per target and `rate` per second in all,
+// of every target proc — half of them straight, half through a postal.Relay on another proc (a
+// second hop between procs, whose returns the relay reports as RelayedReturn) — at most `window`
+// unresolved per target and `rate` per second in all,
 // bodies of 16 B to 2 KiB and now and then one of 300 KiB (a chunked transfer, wire.md §9) —
 // and feeds the SoakLedger: each payload's seq is its ledger id, each reply (the echo sends the
 // payload back) and each returned envelope (Client::next_undeliverable) resolves that id.
@@ -31,13 +33,17 @@ class SoakTraffic {
       : ledger_(ledger), rng_(seed), rate_(rate), window_(window) {}
   ~SoakTraffic() { stop(); }
 
+  // Opens the client and its ports on `proc`; the address relays report returns to.
+  absl::StatusOr<runtime::PortAddr> attach(runtime::Proc& proc);
   // Targets, before start(): the echo each one's pings go to; its index in the ledger.
   uint32_t add_target(runtime::ActorAddr echo);
+  // A relay on proc `via` (a target index) that forwards to `target`'s echo.
+  void add_relay(uint32_t via, uint32_t target, runtime::ActorAddr relay);
   // A target's proc restarted: later pings count against its new incarnation.
   void next_incarnation(uint32_t target);
   uint32_t incarnation(uint32_t target) const;
 
-  absl::Status start(runtime::Proc& proc);
+  void start();
   void stop_sending() { sending_ = false; }
   void stop();
 
@@ -45,6 +51,7 @@ class SoakTraffic {
   struct Target {
     runtime::ActorAddr echo;
     uint32_t incarnation = 0;
+    std::vector<std::pair<uint32_t, runtime::ActorAddr>> relays;  // (via, relay)
   };
   void run();
   void send_one(uint32_t target);
@@ -58,6 +65,7 @@ class SoakTraffic {
   std::vector<Target> targets_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<runtime::Client> client_;
   std::unique_ptr<runtime::PortReceiver<routing::Payload>> replies_;
+  std::unique_ptr<runtime::PortReceiver<routing::RelayedReturn>> relayed_;
   runtime::PortRef<routing::Payload> reply_to_;
   std::atomic<bool> sending_{true};
   std::atomic<bool> stop_{false};

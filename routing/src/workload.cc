@@ -48,6 +48,46 @@ class Echo : public actors::Actor, public actors::Handles<Payload> {
   absl::flat_hash_map<runtime::PortId, Stream> streams_;
 };
 
+class Relay : public actors::Actor, public actors::Handles<Payload> {
+ public:
+  static absl::StatusOr<std::unique_ptr<Relay>> create(const actors::SpawnParams& p) {
+    std::optional<std::string> next = p.get(wire::HeaderKey<std::string>{"next"});
+    std::optional<std::string> returns = p.get(wire::HeaderKey<std::string>{"returns"});
+    if (!next || !returns) {
+      return absl::InvalidArgumentError(
+          "params: next (an echo's actor address) and returns (a RelayedReturn port address) "
+          "are required");
+    }
+    absl::StatusOr<runtime::ActorAddr> to = runtime::ActorAddr::parse(*next);
+    if (!to.ok()) return to.status();
+    absl::StatusOr<runtime::PortAddr> back = runtime::PortAddr::parse(*returns);
+    if (!back.ok()) return back.status();
+    return std::make_unique<Relay>(runtime::PortRef<Payload>(payload_port(*to)),
+                                   runtime::PortRef<RelayedReturn>(*back));
+  }
+  Relay(runtime::PortRef<Payload> next, runtime::PortRef<RelayedReturn> returns)
+      : next_(std::move(next)), returns_(std::move(returns)) {}
+
+  absl::Status handle(Context& cx, Payload p) override {
+    next_.send(cx, std::move(p));  // reply_to stays: the echo answers the original sender
+    return absl::OkStatus();
+  }
+
+  // A forwarded payload came back: the original sender hears of it, with the failure.
+  absl::Status handle_undeliverable(Context& cx, const runtime::MessageEnvelope& env) override {
+    const runtime::DeliveryFailure* root = env.root_failure();
+    // A payload returned from another proc arrives as bytes; decoding only caches its value.
+    wire::Any& data = const_cast<wire::Any&>(env.data());
+    if (root == nullptr || !data.decode<Payload>().ok()) return absl::OkStatus();
+    returns_.send(cx, RelayedReturn{data.get<Payload>()->seq, *root});
+    return absl::OkStatus();
+  }
+
+ private:
+  runtime::PortRef<Payload> next_;
+  runtime::PortRef<RelayedReturn> returns_;
+};
+
 class Driver : public actors::Actor,
                public actors::Handles<DriveRequest, Payload, StreamAck, DriveStop, DriveSettled> {
  public:
@@ -241,6 +281,7 @@ void register_workload_actors() {
   static const bool once = [] {
     actors::ActorRegistry::global().add(kEchoType, actors::factory_for<Echo>());
     actors::ActorRegistry::global().add(kDriverType, actors::factory_for<Driver>());
+    actors::ActorRegistry::global().add(kRelayType, actors::factory_for<Relay>());
     return true;
   }();
   (void)once;

@@ -104,6 +104,34 @@ TEST(SoakLedger, AnIdOpenWhenItsProcDiedIsLostNotUncountedAtTheEnd) {
   EXPECT_TRUE(c.pass());
 }
 
+// Through a relay, a payload has two envelopes, one per hop, and each may come back once: the
+// first hop's "possibly delivered" return and the relay's report of its copy are not a
+// duplicate; an exact first-hop return followed by the relay's is a contradiction.
+TEST(SoakLedger, EachHopOfARelayedPayloadReturnsAtMostOnce) {
+  SoakLedger l;
+  const uint64_t a = l.sent(0, 0, 1), b = l.sent(0, 0, 1), c = l.sent(0, 0, 1);
+  l.returned(a, transport(TransportReason::kAckTimedOut));                       // host → relay
+  l.returned(a, transport(TransportReason::kDialFailed), /*relayed=*/true);      // relay → echo
+  l.returned(b, transport(TransportReason::kDialFailed));
+  l.returned(b, transport(TransportReason::kAckTimedOut), /*relayed=*/true);
+  l.returned(c, transport(TransportReason::kDialFailed), /*relayed=*/true);
+  l.returned(c, transport(TransportReason::kDialFailed), /*relayed=*/true);
+  const SoakCounts n = l.counts(true);
+  EXPECT_EQ(n.returned, 2u) << "a: its relay's copy failed exactly; c: once";
+  EXPECT_EQ(n.contradicted, 1u) << "b";
+  EXPECT_EQ(n.duplicate_returns, 1u) << "c";
+  EXPECT_TRUE(n.balanced());
+}
+
+// A relay's proc dying leaves what went through it open: lost with that proc.
+TEST(SoakLedger, WhatWentThroughADeadRelayIsLostWithIt) {
+  SoakLedger l;
+  const uint64_t a = l.sent(0, 0, 2);
+  l.proc_died(2, 0, absl::Now());
+  (void)a;
+  EXPECT_EQ(l.counts(true).lost_with_proc, 1u);
+}
+
 // What counts as "possibly delivered" (routing/return_kinds.h).
 TEST(ReturnKinds, OnlyWrittenNeverAckedIsPossiblyDelivered) {
   using routing::possibly_delivered;

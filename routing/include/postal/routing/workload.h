@@ -26,6 +26,7 @@
 
 #include "postal/actors/actor_registry.h"
 #include "postal/routing/latency_histogram.h"
+#include "postal/runtime/delivery_failure.h"
 #include "postal/runtime/port.h"
 
 namespace postal::routing {
@@ -85,6 +86,17 @@ struct DriveStop {
   void serialize(A&) {}
 };
 
+// What a postal.Relay reports when a payload it forwarded came back: the payload's seq and the
+// root failure (`postal soak` counts it in its ledger like a return of its own).
+struct RelayedReturn {
+  uint64_t seq = 0;
+  runtime::DeliveryFailure root;
+  template <class A>
+  void serialize(A& a) {
+    a(seq, root);
+  }
+};
+
 // The driver's own timer: the settle time after a first failure has passed.
 struct DriveSettled {
   uint64_t drive = 0;  // which drive set it
@@ -119,6 +131,10 @@ struct DriveRequest {
 
 inline constexpr std::string_view kEchoType = "postal.Echo";
 inline constexpr std::string_view kDriverType = "postal.Driver";
+// Forwards every Payload to the echo named by its `next` param (an actor address) and reports each
+// one that comes back undeliverable to its `returns` param (a RelayedReturn port address): a
+// second hop between procs for `postal soak`.
+inline constexpr std::string_view kRelayType = "postal.Relay";
 // Echo acknowledges a stream every this many payloads (and at its last)...
 inline constexpr uint64_t kAckEvery = 256;
 // ...or every this many bytes of them, whichever comes first: large payloads are acked sooner.
@@ -133,7 +149,7 @@ inline uint64_t ack_every(uint64_t size) {
   return std::clamp<uint64_t>(kAckEveryBytes / std::max<uint64_t>(size, 1), 1, kAckEvery);
 }
 
-// Registers postal.Echo and postal.Driver (idempotent). Every proc binary calls it at start.
+// Registers postal.Echo, postal.Driver and postal.Relay (idempotent). Every proc binary calls it at start.
 void register_workload_actors();
 
 // The Payload port of an actor.
@@ -153,3 +169,4 @@ POSTAL_MESSAGE(postal::routing::DriveResult, "postal.workload.DriveResult");
 POSTAL_MESSAGE(postal::routing::DriveRequest, "postal.workload.DriveRequest");
 POSTAL_MESSAGE(postal::routing::DriveStop, "postal.workload.DriveStop");
 POSTAL_MESSAGE(postal::routing::DriveSettled, "postal.workload.DriveSettled");
+POSTAL_MESSAGE(postal::routing::RelayedReturn, "postal.workload.RelayedReturn");
