@@ -5,6 +5,9 @@ JOBS         ?= 2
 DEMO_BIN     ?= build/release/tools/postal
 DEMO_ARGS    ?= demo
 FUZZ_SECONDS ?= 30
+SOAK_MINUTES ?= 30
+SOAK_SEED    ?= 1
+SOAK_FILE    ?= examples/topologies/soak.toml
 FORMAT_DIRS  := wire runtime actors routing mail tools tests benchmarks examples fuzz
 
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere (CI) reuses the cache.
@@ -12,7 +15,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 # Debug builds (-g) would otherwise hash the build directory into every key.
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps configure build demo test asan bench fuzz format check-install clean
+.PHONY: all deps configure build demo test asan bench fuzz soak format check-install clean
 
 all: build
 
@@ -43,6 +46,11 @@ fuzz: deps
 	cmake --preset fuzz
 	cmake --build --preset fuzz -j$(JOBS)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/run-fuzzers.sh
+
+# kill -9, SIGSTOP and restarts under load for SOAK_MINUTES; exits non-zero on any duplicate or
+# uncounted payload (docs/topologies.md, "Soaking a topology"). The CI form is tools_soak_test.
+soak: build
+	build/release/tools/postal soak $(SOAK_FILE) --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED)
 
 # Only the folders that exist: a bare `find` would default to `.` and walk build/.
 format:

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/time/time.h"
 #include "postal/bench/bench_command.h"  // `postal bench` (benchmarks/routing/)
 
 namespace postal::tools {
@@ -31,5 +32,15 @@ struct MailCommand {
   uint64_t count = 0;  // subscribe: exit after this many letters (0: run until killed)
 };
 int mail_command(const MailCommand& command);
+
+// `postal soak FILE`: chaos under load, then every payload accounted for (soak_command.cc).
+struct SoakOptions {
+  std::string file;
+  absl::Duration duration = absl::Seconds(30);
+  uint64_t seed = 1;
+  uint64_t rate = 1500;  // payloads per second, all targets together
+  uint64_t window = 32;  // unresolved payloads per target
+};
+int soak_command(const std::string& self_binary, const SoakOptions& options);
 
 }  // namespace postal::tools

@@ -33,6 +33,21 @@ void print_drive_row(const DriveSpec& spec, const routing::DriveResult& r) {
               r.error.c_str());
 }
 
+void print_drive_accounting(const routing::DriveResult& r) {
+  if (r.failures == 0 && r.unresolved == 0 && !r.stopped) return;
+  std::string kinds;
+  for (const auto& [kind, n] : r.returned_by_kind) {
+    kinds += (kinds.empty() ? "" : ", ") + kind + "=" + std::to_string(n);
+  }
+  std::printf("accounted: sent %llu = delivered %llu + returned %llu + unresolved %llu; "
+              "returned by kind: %s; possibly delivered %llu%s\n",
+              static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.messages),
+              static_cast<unsigned long long>(r.failures),
+              static_cast<unsigned long long>(r.unresolved), kinds.empty() ? "none" : kinds.c_str(),
+              static_cast<unsigned long long>(r.possibly_delivered),
+              r.stopped ? " (the drive was stopped: unresolved ones were in flight)" : "");
+}
+
 void print_status_table(const std::vector<actors::ProcStatus>& status, bool with_actors) {
   std::printf("%-58s %7s %10s %10s %8s %8s  %s\n", "proc", "actors", "posted", "delivered",
               "returned", "dropped", "failures by kind");

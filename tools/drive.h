@@ -26,6 +26,10 @@ absl::StatusOr<routing::DriveResult> drive(routing::Host& host, const DriveSpec&
 // The summary table: one header, then one row per result.
 void print_drive_header();
 void print_drive_row(const DriveSpec& spec, const routing::DriveResult& result);
+// Finding 5: when anything failed or is unresolved, one line that accounts for every payload:
+//   accounted: sent S = delivered D + returned R + unresolved U; returned by kind: ack timed
+//   out=N, ...; possibly delivered P
+void print_drive_accounting(const routing::DriveResult& result);
 // Failures by kind across every proc of the topology.
 void print_status_table(const std::vector<actors::ProcStatus>& status, bool with_actors);
 

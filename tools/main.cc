@@ -5,6 +5,7 @@
 //   postal status [NAME]        procs, actors, queue depths and failures of a running topology
 //   postal bench [...]          benchmark routing beside raw sockets, CAF and NATS
 //   postal mail VERB [ADDR]     post|fetch|peek|status|create|delete|list|subscribe (mail_command.cc)
+//   postal soak FILE [...]      kill -9, SIGSTOP and restart procs under load; account for every payload
 //   postal proc --name ...      (used by hosts) run one proc; see routing/proc_main.h
 //   postal version              the version and the wire version (also `postal --version`)
 //
@@ -122,6 +123,19 @@ int main(int argc, char** argv) {
   mail_app->add_option("--ack", mail.ack, "fetch: handled (default) | discard | unhandled");
   mail_app->add_option("--topology", mail.topology, "the topology (default: every running one)");
 
+  postal::tools::SoakOptions soak;
+  double soak_seconds = 0, soak_minutes = 0;
+  CLI::App* soak_app = app.add_subcommand(
+      "soak", "kill -9, SIGTERM, SIGSTOP and restart a topology's procs at random under load, then "
+              "account for every payload (exit 0: none duplicated, none uncounted)");
+  soak_app->add_option("file", soak.file, "the topology file (TOML); see docs/topologies.md")
+      ->required();
+  soak_app->add_option("--seconds", soak_seconds, "how long the chaos lasts (default 30)");
+  soak_app->add_option("--minutes", soak_minutes, "how long the chaos lasts, in minutes");
+  soak_app->add_option("--seed", soak.seed, "the random seed (the same sequence of random choices; timing still varies)");
+  soak_app->add_option("--rate", soak.rate, "payloads per second in all (default 1500)");
+  soak_app->add_option("--window", soak.window, "unresolved payloads per proc (default 32)");
+
   if (unknown_subcommand(app, argc, argv)) return kUsageError;
   try {
     app.parse(argc, argv);
@@ -148,5 +162,10 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("status")) return postal::tools::status_command(name, json);
   if (app.got_subcommand("mail")) return postal::tools::mail_command(mail);
   if (app.got_subcommand("bench")) return postal::tools::bench_command(self, bench);
+  if (app.got_subcommand("soak")) {
+    if (soak_minutes > 0) soak.duration = absl::Seconds(soak_minutes * 60);
+    if (soak_seconds > 0) soak.duration = absl::Seconds(soak_seconds);
+    return postal::tools::soak_command(self, soak);
+  }
   return kUsageError;
 }

@@ -1,5 +1,7 @@
 // `postal up FILE`: the host agent in the foreground.
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -42,7 +44,8 @@ class Supervision {
 
 // Runs the file's [workload] once, if it has one, and prints the result; a signal abandons it,
 // and so does a proc's death when the topology tears down on one (it is seen at once, not after
-// the workload's delivery timeout). Sets `stop` when the topology must stop.
+// the workload's delivery timeout): the driver is then stopped and reports what it counted so
+// far. Sets `stop` when the topology must stop.
 bool run_workload(routing::Host& host, const std::atomic<int>& signalled, Supervision& supervision,
                   bool& stop) {
   const auto& w = host.spec().workload;
@@ -63,21 +66,53 @@ bool run_workload(routing::Host& host, const std::atomic<int>& signalled, Superv
   auto [reply_to, result] = runtime::open_once_port<routing::DriveResult>(host.client());
   routing::DriveRequest request{spec.pattern, {routing::payload_port(*to)}, spec.messages, spec.size,
                                 1024, reply_to};
+  // After a first return the driver waits this long for the rest to be acked or returned: the
+  // channels' delivery timeout returns whatever a dead peer left unacked.
+  const absl::Duration settle = host.delivery_timeout() + absl::Seconds(1);
+  request.settle_ms = absl::ToInt64Milliseconds(settle);
   routing::drive_port(*from).send(host.client(), std::move(request));
   absl::StatusOr<routing::DriveResult> r = absl::DeadlineExceededError("interrupted");
+  std::string abandoned;  // why the drive was stopped early
+  // on_proc_exit = ignore: when the driver's or the echo's proc dies, the drive cannot finish
+  // (what the dead echo was handling is never acknowledged): it is stopped once the settle time
+  // has let the channels return what they still held.
+  std::optional<absl::Time> stop_at;
+  std::string died;
   for (;;) {
     if (signalled != 0) {
-      r = absl::CancelledError("interrupted by a signal before it finished");
+      abandoned = "interrupted by a signal before it finished";
       break;
     }
+    const size_t seen = supervision.exits().size();
     if (supervision.poll(absl::ZeroDuration())) {
       stop = true;
-      r = absl::AbortedError(absl::StrCat("a proc died during the workload: ",
-                                          supervision.exits().back().to_string()));
+      abandoned = absl::StrCat("a proc died during the workload: ",
+                               supervision.exits().back().to_string());
+      break;
+    }
+    if (supervision.exits().size() > seen && !stop_at) {
+      const routing::ProcExit& e = supervision.exits().back();
+      if (e.name == w->from.proc || e.name == w->to.proc) {
+        stop_at = absl::Now() + settle;
+        died = e.to_string();
+      }
+    }
+    if (stop_at && absl::Now() >= *stop_at) {
+      abandoned = absl::StrCat("a proc of the workload died: ", died);
       break;
     }
     r = result.recv(absl::Milliseconds(200));
     if (r.ok() || r.status().code() != absl::StatusCode::kDeadlineExceeded) break;
+  }
+  if (!abandoned.empty()) {
+    // The driver reports what it counted; its own proc may be the one that died.
+    std::printf("%s; stopping the drive\n", abandoned.c_str());
+    routing::drive_stop_port(*from).send(host.client(), routing::DriveStop{});
+    r = result.recv(absl::Seconds(2));
+    if (!r.ok()) {
+      r = absl::AbortedError(absl::StrCat(abandoned, "; the driver did not report (",
+                                          r.status().message(), ")"));
+    }
   }
   print_drive_header();
   if (!r.ok()) {
@@ -85,7 +120,8 @@ bool run_workload(routing::Host& host, const std::atomic<int>& signalled, Superv
     return false;
   }
   print_drive_row(spec, *r);
-  return r->error.empty();
+  print_drive_accounting(*r);
+  return r->error.empty() && abandoned.empty();
 }
 
 }  // namespace
@@ -103,20 +139,31 @@ int up_command(const std::string& self_binary, const std::string& file) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   std::atomic<int> signalled{0};
-  std::thread([&stop, &signalled] {
+  // Finding 5: a signal while a proc is still starting (Host::up waits for its ready line) makes
+  // the host give up at once and tear down what it started, not wait out the ready timeout.
+  const int cancel_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  std::thread([&stop, &signalled, cancel_fd] {
     int sig = 0;
     sigwait(&stop, &sig);
     signalled = sig;
+    const uint64_t one = 1;
+    (void)!::write(cancel_fd, &one, sizeof one);
   }).detach();
 
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log file as they happen
   routing::HostOptions options;
   options.postal_binary = self_binary;
   options.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
+  options.cancel_fd = cancel_fd;
   std::printf("postal up: topology %s from %s\n", spec->name.c_str(), file.c_str());
   absl::StatusOr<std::unique_ptr<routing::Host>> host = routing::Host::up(*spec, options);
   if (!host.ok()) {
-    std::fprintf(stderr, "postal up: %s\n", std::string(host.status().message()).c_str());
+    if (signalled != 0) {
+      std::fprintf(stderr, "postal up: signal %d while coming up: %s; tore down what was started\n",
+                   signalled.load(), std::string(host.status().message()).c_str());
+    } else {
+      std::fprintf(stderr, "postal up: %s\n", std::string(host.status().message()).c_str());
+    }
     return 1;
   }
   if (absl::Status s = write_topology_state(**host, {}); !s.ok()) {

@@ -1,5 +1,6 @@
 #include "postal/routing/host.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@ actors::SpawnParams to_params(const std::map<std::string, ActorParam, std::less<
 Host::Host(TopologySpec spec, HostOptions options)
     : spec_(std::move(spec)), options_(std::move(options)) {
   if (spec_.ready_timeout) options_.ready_timeout = *spec_.ready_timeout;
+  if (spec_.delivery_timeout) options_.channel.delivery_timeout = *spec_.delivery_timeout;
 }
 
 absl::StatusOr<std::unique_ptr<Host>> Host::up(const TopologySpec& spec, HostOptions options) {
@@ -48,6 +50,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::up(const TopologySpec& spec, HostOpt
     }
   }
   for (const ProcSpec& p : host->spec_.procs) {
+    if (s.ok() && host->cancelled()) s = absl::CancelledError("the host was asked to stop");
     if (!s.ok()) break;
     host->procs_.push_back(LaunchedProc{p.name, -1, {}, p.listen, p.gateway});
     s = host->launch(host->procs_.back(), p);
@@ -112,6 +115,8 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
   for (std::string a : {"--name", spec.name.c_str()}) args.push_back(a);
   args.insert(args.end(), {"--listen", spec.listen.to_string(), std::string(internal::kReadyFdFlag),
                            std::to_string(internal::kChildReadyFd)});
+  // The child checks its parent after PR_SET_PDEATHSIG: a host that died in between is seen.
+  args.insert(args.end(), {"--parent-pid", std::to_string(::getpid())});
   const int workers = spec.workers.value_or(options_.proc_workers);
   if (workers > 0) args.insert(args.end(), {"--workers", std::to_string(workers)});
   args.insert(args.end(),
@@ -144,7 +149,8 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
   proc.pid = pid;
 
   absl::StatusOr<std::string> line =
-      internal::read_ready_line(child->ready_fd(), absl::Now() + options_.ready_timeout);
+      internal::read_ready_line(child->ready_fd(), absl::Now() + options_.ready_timeout,
+                                options_.cancel_fd);
   if (!line.ok()) {
     return absl::Status(
         line.status().code(),
@@ -170,6 +176,7 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
 
 absl::Status Host::spawn_actors() {
   for (const ActorSpec& a : spec_.actors) {
+    if (cancelled()) return absl::CancelledError("the host was asked to stop");
     absl::StatusOr<runtime::ActorAddr> addr = spawn(a.proc, a.type, a.name, to_params(a.params));
     if (!addr.ok()) {
       return absl::Status(addr.status().code(),
@@ -278,6 +285,12 @@ void Host::teardown() {
 }
 
 Host::~Host() { teardown(); }
+
+bool Host::cancelled() const {
+  if (options_.cancel_fd < 0) return false;
+  pollfd p{options_.cancel_fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
 
 void Host::log(const std::string& line) const {
   if (options_.log) options_.log(line);

@@ -23,7 +23,7 @@ namespace {
 constexpr std::string_view kUsage =
     "usage: postal proc --name NAME --listen ADDR [--location LOC] [--workers N]\n"
     "                   [--ready-fd FD] [--delivery-timeout-ms N] [--log-level SPEC]\n"
-    "                   [--heartbeat-ms INTERVAL,TIMEOUT]\n"
+    "                   [--heartbeat-ms INTERVAL,TIMEOUT] [--parent-pid PID]\n"
     "Runs one proc (hosts launch it; see docs/topologies.md). Writes `POSTAL-READY <proc address>\n"
     "<listen address>` to the ready fd once serving; runs until SIGINT/SIGTERM or its parent dies.\n"
     "--log-level takes POSTAL_LOG's syntax, e.g. info,postal.routing=debug.\n"
@@ -41,6 +41,7 @@ struct ProcFlags {
   int workers = 0;
   int ready_fd = 1;
   int delivery_timeout_ms = 0;  // 0: the channel default
+  int parent_pid = 0;           // 0: not checked
   std::string log_level;        // empty: POSTAL_LOG or the default
   // R-FLOW-4: heartbeat_interval and heartbeat_timeout in ms; -1: the channel default.
   int heartbeat_interval_ms = -1;
@@ -72,7 +73,7 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
     } else if (key == "--log-level") {
       out.log_level = value;
     } else if (key == "--workers" || key == internal::kReadyFdFlag ||
-               key == "--delivery-timeout-ms") {
+               key == "--delivery-timeout-ms" || key == "--parent-pid") {
       int n = 0;
       if (!absl::SimpleAtoi(sv(value), &n) || n < 0) {
         log().error(absl::StrCat("postal proc: ", sv(key), " wants a non-negative number, got \"",
@@ -81,6 +82,7 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
       }
       (key == "--workers"              ? out.workers
        : key == internal::kReadyFdFlag ? out.ready_fd
+       : key == "--parent-pid"         ? out.parent_pid
                                        : out.delivery_timeout_ms) = n;
     } else if (key == "--heartbeat-ms") {  // R-FLOW-4: INTERVAL,TIMEOUT
       const size_t comma = value.find(',');
@@ -95,7 +97,8 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
     } else {
       log().error(absl::StrCat("postal proc: unknown flag ", sv(key),
                                " (known: --name, --listen, --location, --workers, --ready-fd, "
-                               "--delivery-timeout-ms, --log-level, --heartbeat-ms, --help)"));
+                               "--delivery-timeout-ms, --log-level, --heartbeat-ms, "
+                               "--parent-pid, --help)"));
       return ParseResult::kUsageError;
     }
   }
@@ -126,7 +129,14 @@ int proc_main(int argc, char** argv) {
       return 2;
     }
   }
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // die with the host
+  // Die with the host. The kernel signals only a death after this call, so a host that died
+  // since it launched us (we were reparented) is checked by hand.
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (flags.parent_pid > 0 && ::getppid() != flags.parent_pid) {
+    log().error(absl::StrCat("postal proc ", flags.name, ": the host (pid ", flags.parent_pid,
+                             ") is gone; not starting"));
+    return 1;
+  }
   register_workload_actors();
 
   absl::StatusOr<runtime::Label> name = runtime::Label::parse(flags.name);

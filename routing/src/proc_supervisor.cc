@@ -61,7 +61,12 @@ absl::StatusOr<ProcSupervisor::Child> ProcSupervisor::spawn(std::string name,
   // then tears them down in order (and PR_SET_PDEATHSIG covers a host that dies).
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  // Nor does a child inherit the host's signal mask (`postal up` blocks SIGINT and SIGTERM for
+  // its sigwait thread): a proc stuck before it serves must still die of the host's SIGTERM.
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
   int rc = ::posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), environ);

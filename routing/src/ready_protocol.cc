@@ -17,17 +17,21 @@ std::string ready_line(const runtime::ProcAddr& addr, const runtime::ChannelAddr
   return absl::StrCat(sv(kReadyWord), " ", addr.to_string(), " ", listen.to_string(), "\n");
 }
 
-absl::StatusOr<std::string> read_ready_line(int fd, absl::Time deadline) {
+absl::StatusOr<std::string> read_ready_line(int fd, absl::Time deadline, int cancel_fd) {
   std::string line;
   char buf[512];
   for (;;) {
     if (auto nl = line.find('\n'); nl != std::string::npos) return line.substr(0, nl);
     int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
     if (ms <= 0) return absl::DeadlineExceededError("did not report ready in time");
-    pollfd p{fd, POLLIN, 0};
-    int n = ::poll(&p, 1, static_cast<int>(ms));
+    pollfd p[2] = {{fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+    int n = ::poll(p, cancel_fd >= 0 ? 2 : 1, static_cast<int>(ms));
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) continue;
+    if (cancel_fd >= 0 && (p[1].revents & POLLIN)) {
+      return absl::CancelledError("was still starting when the host was asked to stop");
+    }
+    if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     ssize_t got = ::read(fd, buf, sizeof buf);
     if (got == 0) return absl::UnavailableError("exited before it reported ready");
     if (got < 0 && errno != EINTR) return absl::UnavailableError(std::strerror(errno));

@@ -39,8 +39,9 @@ std::string ready_line(const runtime::ProcAddr& addr, const runtime::ChannelAddr
 
 // Reads from `fd` until one whole line (returned without its newline) or `deadline`.
 // DeadlineExceeded: "did not report ready in time"; Unavailable: the writer closed first (it
-// exited) or a read failed.
-absl::StatusOr<std::string> read_ready_line(int fd, absl::Time deadline);
+// exited) or a read failed; Cancelled: `cancel_fd` (when >= 0) became readable first — the host
+// was asked to stop (a signal) while it waited.
+absl::StatusOr<std::string> read_ready_line(int fd, absl::Time deadline, int cancel_fd = -1);
 
 // Parses a line read by read_ready_line. InvalidArgument when it is not a ready line.
 absl::StatusOr<ReadyReport> parse_ready_line(std::string_view line);

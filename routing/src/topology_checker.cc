@@ -63,7 +63,7 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     return fail(node->source(), "", R"(topology must be a table; write [topology] name = "demo")");
   }
   const Entry e{*node->as_table(), "[topology]"};
-  POSTAL_TOPO_TRY(check_keys(e, {"name", "on_proc_exit", "ready_timeout", "log"}));
+  POSTAL_TOPO_TRY(check_keys(e, {"name", "on_proc_exit", "ready_timeout", "delivery_timeout", "log"}));
   std::optional<std::string> name, exit, timeout;
   POSTAL_TOPO_TRY(read_label(e, "name", true, R"(name = "demo")", name));
   spec.name = *name;
@@ -86,6 +86,19 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
                                R"(unit, e.g. "500ms", "10s" or "2m")"));
     }
     spec.ready_timeout = d;
+  }
+  std::optional<std::string> delivery;
+  POSTAL_TOPO_TRY(
+      read_string(e, "delivery_timeout", false, R"(delivery_timeout = "2s")", delivery));
+  if (delivery) {
+    const std::optional<absl::Duration> d = parse_duration(*delivery);
+    if (!d || *d < kMinDeliveryTimeout || *d > kMaxDeliveryTimeout) {
+      return fail(e.table.get("delivery_timeout")->source(), e.where,
+                  absl::StrCat("delivery_timeout ", quote(*delivery),
+                               " is not a duration from 100ms to 1h; write a whole number and a ",
+                               R"(unit, e.g. "500ms", "2s" or "30s")"));
+    }
+    spec.delivery_timeout = d;
   }
   POSTAL_TOPO_TRY(read_log(e, spec.log));
   return absl::OkStatus();

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "postal/actors/context.h"
+#include "postal/routing/return_kinds.h"
 
 namespace postal::routing {
 namespace {
@@ -47,7 +48,48 @@ class Echo : public actors::Actor, public actors::Handles<Payload> {
   absl::flat_hash_map<runtime::PortId, Stream> streams_;
 };
 
-class Driver : public actors::Actor, public actors::Handles<DriveRequest, Payload, StreamAck> {
+class Relay : public actors::Actor, public actors::Handles<Payload> {
+ public:
+  static absl::StatusOr<std::unique_ptr<Relay>> create(const actors::SpawnParams& p) {
+    std::optional<std::string> next = p.get(wire::HeaderKey<std::string>{"next"});
+    std::optional<std::string> returns = p.get(wire::HeaderKey<std::string>{"returns"});
+    if (!next || !returns) {
+      return absl::InvalidArgumentError(
+          "params: next (an echo's actor address) and returns (a RelayedReturn port address) "
+          "are required");
+    }
+    absl::StatusOr<runtime::ActorAddr> to = runtime::ActorAddr::parse(*next);
+    if (!to.ok()) return to.status();
+    absl::StatusOr<runtime::PortAddr> back = runtime::PortAddr::parse(*returns);
+    if (!back.ok()) return back.status();
+    return std::make_unique<Relay>(runtime::PortRef<Payload>(payload_port(*to)),
+                                   runtime::PortRef<RelayedReturn>(*back));
+  }
+  Relay(runtime::PortRef<Payload> next, runtime::PortRef<RelayedReturn> returns)
+      : next_(std::move(next)), returns_(std::move(returns)) {}
+
+  absl::Status handle(Context& cx, Payload p) override {
+    next_.send(cx, std::move(p));  // reply_to stays: the echo answers the original sender
+    return absl::OkStatus();
+  }
+
+  // A forwarded payload came back: the original sender hears of it, with the failure.
+  absl::Status handle_undeliverable(Context& cx, const runtime::MessageEnvelope& env) override {
+    const runtime::DeliveryFailure* root = env.root_failure();
+    // A payload returned from another proc arrives as bytes; decoding only caches its value.
+    wire::Any& data = const_cast<wire::Any&>(env.data());
+    if (root == nullptr || !data.decode<Payload>().ok()) return absl::OkStatus();
+    returns_.send(cx, RelayedReturn{data.get<Payload>()->seq, *root});
+    return absl::OkStatus();
+  }
+
+ private:
+  runtime::PortRef<Payload> next_;
+  runtime::PortRef<RelayedReturn> returns_;
+};
+
+class Driver : public actors::Actor,
+               public actors::Handles<DriveRequest, Payload, StreamAck, DriveStop, DriveSettled> {
  public:
   static absl::StatusOr<std::unique_ptr<Driver>> create(const actors::SpawnParams&) {
     return std::make_unique<Driver>();
@@ -72,6 +114,8 @@ class Driver : public actors::Actor, public actors::Handles<DriveRequest, Payloa
         std::min<uint64_t>(request_.window, kMaxWindowBytes / std::max<uint64_t>(request_.size, 1)),
         2 * per_ack, std::max<uint64_t>(request_.window, 2 * per_ack));
     active_ = true;
+    failing_ = false;
+    ++drive_;
     result_ = DriveResult{};
     result_.window = request_.window;
     body_.assign(request_.size, 'p');
@@ -95,6 +139,7 @@ class Driver : public actors::Actor, public actors::Handles<DriveRequest, Payloa
     ++result_.messages;
     result_.bytes += p.body.size();
     if (result_.messages == request_.messages) return finish(cx);
+    if (failing_) return maybe_done(cx);
     body_ = std::move(p.body);
     send_ping(cx, result_.messages);
     return absl::OkStatus();
@@ -110,21 +155,48 @@ class Driver : public actors::Actor, public actors::Handles<DriveRequest, Payloa
       targets_[i].acked = a.received;
       result_.out_of_order += a.out_of_order;
       result_.latency.merge(a.latency);
-      top_up(cx, i);
+      if (!failing_) top_up(cx, i);
       break;
     }
     result_.bytes = result_.messages * request_.size;
     return maybe_done(cx);
   }
 
-  // A returned payload is a failure and ends the drive: what the target received but never
-  // acknowledged (it died, say) can be neither counted nor waited for.
+  // A returned payload is a failure: the drive sends nothing more and ends once every payload
+  // sent is acknowledged or returned — each return counted by kind — or when the settle time
+  // has passed (what the target received but never acknowledged, because it died, say, is
+  // neither: it ends `unresolved`). Finding 5: one kill -9 returns hundreds of envelopes, and
+  // the summary counts each.
   absl::Status handle_undeliverable(Context& cx, const runtime::MessageEnvelope& env) override {
-    ++result_.failures;
-    if (result_.error.empty()) {
-      result_.error = env.root_failure() ? env.root_failure()->to_string() : "undeliverable";
-    }
     if (!active_) return absl::OkStatus();
+    ++result_.failures;
+    const runtime::DeliveryFailure* root = env.root_failure();
+    const std::string kind = root ? return_kind(*root) : "undeliverable";
+    if (root && possibly_delivered(*root)) ++result_.possibly_delivered;
+    auto it = std::find_if(result_.returned_by_kind.begin(), result_.returned_by_kind.end(),
+                           [&](const auto& e) { return e.first == kind; });
+    if (it == result_.returned_by_kind.end()) {
+      result_.returned_by_kind.emplace_back(kind, 1);
+    } else {
+      ++it->second;
+    }
+    if (result_.error.empty()) result_.error = root ? root->to_string() : "undeliverable";
+    if (!failing_) {
+      failing_ = true;
+      cx.send_after(absl::Milliseconds(std::max<int64_t>(request_.settle_ms, 0)),
+                    cx.self<Driver>().port<DriveSettled>(), DriveSettled{drive_});
+    }
+    return maybe_done(cx);
+  }
+
+  absl::Status handle(Context& cx, DriveStop) override {
+    if (!active_) return absl::OkStatus();
+    result_.stopped = true;
+    return finish(cx);
+  }
+
+  absl::Status handle(Context& cx, DriveSettled s) override {
+    if (!active_ || s.drive != drive_) return absl::OkStatus();
     return finish(cx);
   }
 
@@ -159,8 +231,18 @@ class Driver : public actors::Actor, public actors::Handles<DriveRequest, Payloa
     }
   }
 
+  uint64_t sent() const {
+    if (request_.pattern == "ping-pong") return result_.messages + result_.failures;
+    uint64_t n = 0;
+    for (const Target& t : targets_) n += t.sent;
+    return n;
+  }
+
+  // Done when everything is delivered, or — after a failure — when everything sent is accounted
+  // for. (A ping-pong has one payload in flight: its first failure accounts for everything.)
   absl::Status maybe_done(Context& cx) {
-    if (result_.messages + result_.failures >= request_.messages * targets_.size()) {
+    const uint64_t resolved = result_.messages + result_.failures;
+    if (resolved >= request_.messages * targets_.size() || (failing_ && resolved >= sent())) {
       return finish(cx);
     }
     return absl::OkStatus();
@@ -168,12 +250,17 @@ class Driver : public actors::Actor, public actors::Handles<DriveRequest, Payloa
 
   absl::Status finish(Context& cx) {
     active_ = false;
+    result_.sent = sent();
+    const uint64_t resolved = result_.messages + result_.failures;
+    result_.unresolved = result_.sent > resolved ? result_.sent - resolved : 0;
     result_.end_ns = steady_now_ns();
     request_.reply_to.send(cx, std::move(result_));
     return absl::OkStatus();
   }
 
   bool active_ = false;
+  bool failing_ = false;  // a payload came back: send nothing more, wait for the rest
+  uint64_t drive_ = 0;    // which drive is running (a stale settle timer is ignored)
   DriveRequest request_;
   DriveResult result_;
   std::string body_;
@@ -194,6 +281,7 @@ void register_workload_actors() {
   static const bool once = [] {
     actors::ActorRegistry::global().add(kEchoType, actors::factory_for<Echo>());
     actors::ActorRegistry::global().add(kDriverType, actors::factory_for<Driver>());
+    actors::ActorRegistry::global().add(kRelayType, actors::factory_for<Relay>());
     return true;
   }();
   (void)once;
@@ -206,6 +294,11 @@ runtime::PortAddr payload_port(const runtime::ActorAddr& actor) {
 runtime::PortRef<DriveRequest> drive_port(const runtime::ActorAddr& driver) {
   return runtime::PortRef<DriveRequest>(
       driver.port(runtime::Port::handler(wire::type_hash<DriveRequest>())));
+}
+
+runtime::PortRef<DriveStop> drive_stop_port(const runtime::ActorAddr& driver) {
+  return runtime::PortRef<DriveStop>(
+      driver.port(runtime::Port::handler(wire::type_hash<DriveStop>())));
 }
 
 }  // namespace postal::routing

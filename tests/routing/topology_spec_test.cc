@@ -36,6 +36,7 @@ constexpr char kFull[] = R"(# A full topology: every key used once.
 name = "demo"
 on_proc_exit = "ignore"
 ready_timeout = "500ms"
+delivery_timeout = "2s"
 
 [[gateway]]
 name = "edge"
@@ -85,6 +86,7 @@ TEST(TopologySpec, FullFileParsesIntoTheExpectedSpec) {
   want.name = "demo";
   want.on_proc_exit = OnProcExit::kIgnore;
   want.ready_timeout = absl::Milliseconds(500);
+  want.delivery_timeout = absl::Seconds(2);
   want.gateways = {{"edge", addr("ipc:///tmp/postal-demo/edge.sock"), {"core"}},
                    {"core", addr("tcp://127.0.0.1:0"), {}}};
   ProcSpec alpha;
@@ -192,6 +194,10 @@ std::vector<BadFile> bad_files() {
        kHead + "ready_timeout = \"10\"\n" + kProcA,
        "t.toml:3:17:",
        {"ready_timeout \"10\" is not a duration", "\"500ms\"", "\"10s\""}},
+      {"delivery_timeout below its floor",
+       kHead + "delivery_timeout = \"10ms\"\n" + kProcA,
+       "t.toml:3:20:",
+       {"delivery_timeout \"10ms\" is not a duration from 100ms to 1h", "\"2s\""}},
       {"no proc", kHead, "t.toml:1:1:", {"no [[proc]] declared", "add at least one"}},
       {"typo in a proc key",
        kHead + kProcA + "worker = 2\n",

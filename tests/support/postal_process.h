@@ -100,6 +100,7 @@ class BackgroundPostal {
   BackgroundPostal& operator=(const BackgroundPostal&) = delete;
 
   std::string output() const { return slurp(log_); }
+  pid_t pid() const { return pid_; }
   // Waits until the output contains `text`.
   bool wait_for_output(const std::string& text, std::chrono::milliseconds deadline) const {
     return wait_for([&] { return output().find(text) != std::string::npos; }, deadline);

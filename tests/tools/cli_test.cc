@@ -160,6 +160,9 @@ TEST_F(Cli, AProcKilledDuringTheWorkloadIsSeenAtOnce) {
   EXPECT_TRUE(up.wait_for_output("a proc died during the workload", seconds(10))) << up.output();
   EXPECT_TRUE(up.wait_for_output("on_proc_exit = teardown", seconds(1))) << up.output();
   EXPECT_EQ(up.wait_exit(seconds(20)), 1) << up.output();
+  // The driver was stopped and said what it had: the ping in flight is unresolved, not lost.
+  EXPECT_NE(up.output().find("accounted: sent "), std::string::npos) << up.output();
+  EXPECT_NE(up.output().find("(the drive was stopped"), std::string::npos) << up.output();
 }
 
 // R-SEC-3: the state folder is private and a planted link is replaced, never written through.

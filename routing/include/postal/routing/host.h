@@ -8,7 +8,10 @@
 //
 // Children die with the host: they are killed on teardown and on destruction (SIGTERM, then
 // SIGKILL after HostOptions::teardown_grace), and they ask the kernel to signal them if the host
-// dies (PR_SET_PDEATHSIG). A child that exits is a supervision event at the host: `next_exit`
+// dies (PR_SET_PDEATHSIG, checked against --parent-pid so a host that died before the child set
+// it is seen too). The kernel sends that signal when the *thread* that launched the child exits,
+// so `up` and `restart` must be called from a thread that lives as long as the host (the main
+// thread in `postal up` and `postal soak`). A child that exits is a supervision event at the host: `next_exit`
 // reports it with its exit status. (The OS side — spawning, reaping, killing — is the host's
 // ProcSupervisor, routing/src/proc_supervisor.h.)
 //
@@ -47,6 +50,11 @@ struct HostOptions {
   ChannelOptions channel;  // for the gateways' channels and, as flags, the procs'
   int proc_workers = 0;    // default workers for procs that do not say (0: one per core)
   std::function<void(const std::string&)> log;  // progress lines; may be empty
+  // When >= 0, an fd that becomes readable (an eventfd, a pipe) when the caller wants the host to
+  // stop — `postal up` signals it on SIGINT/SIGTERM. `up` (and `restart`) waiting for a proc's
+  // ready line then give up at once with Cancelled, and `up` tears down what it started. Not
+  // owned: the caller keeps it open for the host's life and never drains it.
+  int cancel_fd = -1;
 };
 
 struct LaunchedProc {
@@ -63,6 +71,8 @@ class Host {
   ~Host();
 
   const TopologySpec& spec() const { return spec_; }
+  // R-CHAN-2's delivery timeout of the topology's channels (HostOptions, or the file's).
+  absl::Duration delivery_timeout() const { return options_.channel.delivery_timeout; }
   runtime::Proc& proc() { return entry_->proc(); }
   runtime::Client& client() { return *client_; }
   const std::vector<LaunchedProc>& procs() const { return procs_; }
@@ -95,6 +105,7 @@ class Host {
   absl::Status launch(LaunchedProc& proc, const ProcSpec& spec);
   absl::Status spawn_actors();
   void log(const std::string& line) const;
+  bool cancelled() const;  // HostOptions::cancel_fd is readable
 
   TopologySpec spec_;
   HostOptions options_;

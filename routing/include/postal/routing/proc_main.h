@@ -13,6 +13,7 @@
 //   --ready-fd FD      where to write the ready line; default 1 (stdout)
 //   --delivery-timeout-ms N   R-CHAN-2's delivery timeout for its channels; default 30 000
 //   --log-level SPEC   log levels, POSTAL_LOG's syntax (runtime/logger.h); default: POSTAL_LOG
+//   --parent-pid PID   the launching host; exit 1 at once if it is no longer our parent
 //   --help             print the usage and exit 0
 //
 // Once serving, it writes one line `POSTAL-READY <proc address> <bound listen address>` to the

@@ -4,7 +4,8 @@
 // spawns and, optionally, a workload to drive (`postal up`, the demo, `postal bench`). The format
 // is documented key by key in docs/topologies.md; examples live in examples/topologies/.
 //
-//   [topology]                       name (label, required), on_proc_exit, ready_timeout
+//   [topology]                       name (label, required), on_proc_exit, ready_timeout,
+//                                    delivery_timeout
 //   [[gateway]]  zero or more        name, listen, peers
 //   [[proc]]     one or more         name, listen, gateway, workers, binary, args
 //   [[actor]]    zero or more        proc, name, type, params
@@ -58,6 +59,9 @@ inline constexpr std::size_t kMaxTopologyFileBytes = std::size_t{1} << 20;
 inline constexpr std::int64_t kMaxProcWorkers = 256;
 inline constexpr std::int64_t kMaxWorkloadMessageSize = std::int64_t{64} << 20;
 inline constexpr absl::Duration kMaxReadyTimeout = absl::Hours(24);
+// The bounds of [topology] delivery_timeout.
+inline constexpr absl::Duration kMinDeliveryTimeout = absl::Milliseconds(100);
+inline constexpr absl::Duration kMaxDeliveryTimeout = absl::Hours(1);
 
 // What `postal up` does when one of its procs exits.
 enum class OnProcExit : std::uint8_t {
@@ -125,6 +129,10 @@ struct TopologySpec {
   std::string name;  // A label.
   OnProcExit on_proc_exit = OnProcExit::kTeardown;
   std::optional<absl::Duration> ready_timeout;  // In (0, kMaxReadyTimeout]; absent: the driver's.
+  // R-CHAN-2's delivery timeout of every channel of the topology (the host's gateways and every
+  // launched proc, as --delivery-timeout-ms); in [kMinDeliveryTimeout, kMaxDeliveryTimeout];
+  // absent: the driver's (30 s). Short for soaks, so a stopped peer is seen quickly.
+  std::optional<absl::Duration> delivery_timeout;
   // Log levels of every launched proc (POSTAL_LOG syntax, e.g. "info,postal.routing=debug"),
   // handed to each as --log-level; absent: the procs inherit POSTAL_LOG.
   std::optional<std::string> log;

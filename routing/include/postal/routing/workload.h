@@ -9,17 +9,24 @@
 // one way with at most `window` unacknowledged per target; one-way latency). Streams to several
 // targets are fan-out; several drivers streaming to one echo are fan-in.
 //
-// A drive ends when every payload was echoed or acknowledged, or at the first payload that comes
-// back undeliverable (reported in `failures` and `error`). The echo checks stream order.
+// A drive ends when every payload was echoed or acknowledged, or after the first payload that
+// comes back undeliverable: the driver then sends nothing more and ends once every payload sent is
+// accounted for — acknowledged or returned — or after the request's `settle` time, whichever comes
+// first (issue 10, finding 5). Every return is counted by kind (`returned_by_kind`), and what was
+// neither acknowledged nor returned when the drive ended is `unresolved`, so that
+// sent = messages + failures + unresolved always holds. A DriveStop ends a running drive at once
+// with what it has counted (`postal up` after a proc died). The echo checks stream order.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "postal/actors/actor_registry.h"
 #include "postal/routing/latency_histogram.h"
+#include "postal/runtime/delivery_failure.h"
 #include "postal/runtime/port.h"
 
 namespace postal::routing {
@@ -55,20 +62,55 @@ struct DriveResult {
   uint64_t bytes = 0;
   int64_t start_ns = 0;
   int64_t end_ns = 0;
-  uint64_t failures = 0;    // payloads that came back undeliverable
+  uint64_t failures = 0;    // payloads that came back undeliverable, every one of them
   uint64_t out_of_order = 0;
   LatencyHistogram latency;
   uint64_t window = 0;  // stream: the window it ran with (the bench reports window ÷ round trip)
+  uint64_t sent = 0;    // payloads sent
+  // `failures` by return_kind (return_kinds.h), in the order first seen.
+  std::vector<std::pair<std::string, uint64_t>> returned_by_kind;
+  uint64_t possibly_delivered = 0;  // of `failures`, returns that may have been delivered
+  uint64_t unresolved = 0;          // sent, neither acknowledged nor returned when it ended
+  bool stopped = false;             // ended by a DriveStop
   double seconds() const { return static_cast<double>(end_ns - start_ns) / 1e9; }
   template <class A>
   void serialize(A& a) {
-    a(error, messages, bytes, start_ns, end_ns, failures, out_of_order, latency, window);
+    a(error, messages, bytes, start_ns, end_ns, failures, out_of_order, latency, window, sent,
+      returned_by_kind, possibly_delivered, unresolved, stopped);
+  }
+};
+
+// Ends the running drive at once; its result goes to the DriveRequest's reply_to as usual.
+struct DriveStop {
+  template <class A>
+  void serialize(A&) {}
+};
+
+// What a postal.Relay reports when a payload it forwarded came back: the payload's seq and the
+// root failure (`postal soak` counts it in its ledger like a return of its own).
+struct RelayedReturn {
+  uint64_t seq = 0;
+  runtime::DeliveryFailure root;
+  template <class A>
+  void serialize(A& a) {
+    a(seq, root);
+  }
+};
+
+// The driver's own timer: the settle time after a first failure has passed.
+struct DriveSettled {
+  uint64_t drive = 0;  // which drive set it
+  template <class A>
+  void serialize(A& a) {
+    a(drive);
   }
 };
 
 // A stream's default window: 4 096 payloads ÷ a 1 ms ack round trip = 4 M payloads/s per target,
 // above what one host's channels carry; `postal bench --window` changes it and reports the cap.
 inline constexpr uint64_t kDefaultWindow = 4096;
+// A drive's default settle time after its first failure.
+inline constexpr int64_t kDefaultSettleMs = 2000;
 
 struct DriveRequest {
   using Reply = DriveResult;
@@ -78,14 +120,21 @@ struct DriveRequest {
   uint64_t size = 64;                     // body bytes
   uint64_t window = kDefaultWindow;       // stream: unacknowledged payloads per target
   runtime::OncePortRef<DriveResult> reply_to;
+  // After the first failure, how long the driver waits for the rest to be acknowledged or
+  // returned before it ends (the channels' delivery timeout and a little more is enough).
+  int64_t settle_ms = kDefaultSettleMs;
   template <class A>
   void serialize(A& a) {
-    a(pattern, targets, messages, size, window, reply_to);
+    a(pattern, targets, messages, size, window, reply_to, settle_ms);
   }
 };
 
 inline constexpr std::string_view kEchoType = "postal.Echo";
 inline constexpr std::string_view kDriverType = "postal.Driver";
+// Forwards every Payload to the echo named by its `next` param (an actor address) and reports each
+// one that comes back undeliverable to its `returns` param (a RelayedReturn port address): a
+// second hop between procs for `postal soak`.
+inline constexpr std::string_view kRelayType = "postal.Relay";
 // Echo acknowledges a stream every this many payloads (and at its last)...
 inline constexpr uint64_t kAckEvery = 256;
 // ...or every this many bytes of them, whichever comes first: large payloads are acked sooner.
@@ -100,13 +149,15 @@ inline uint64_t ack_every(uint64_t size) {
   return std::clamp<uint64_t>(kAckEveryBytes / std::max<uint64_t>(size, 1), 1, kAckEvery);
 }
 
-// Registers postal.Echo and postal.Driver (idempotent). Every proc binary calls it at start.
+// Registers postal.Echo, postal.Driver and postal.Relay (idempotent). Every proc binary calls it at start.
 void register_workload_actors();
 
 // The Payload port of an actor.
 runtime::PortAddr payload_port(const runtime::ActorAddr& actor);
 // The DriveRequest port of a driver.
 runtime::PortRef<DriveRequest> drive_port(const runtime::ActorAddr& driver);
+// The DriveStop port of a driver.
+runtime::PortRef<DriveStop> drive_stop_port(const runtime::ActorAddr& driver);
 
 int64_t steady_now_ns();
 
@@ -116,3 +167,6 @@ POSTAL_MESSAGE(postal::routing::StreamAck, "postal.workload.StreamAck");
 POSTAL_MESSAGE(postal::routing::Payload, "postal.workload.Payload");
 POSTAL_MESSAGE(postal::routing::DriveResult, "postal.workload.DriveResult");
 POSTAL_MESSAGE(postal::routing::DriveRequest, "postal.workload.DriveRequest");
+POSTAL_MESSAGE(postal::routing::DriveStop, "postal.workload.DriveStop");
+POSTAL_MESSAGE(postal::routing::DriveSettled, "postal.workload.DriveSettled");
+POSTAL_MESSAGE(postal::routing::RelayedReturn, "postal.workload.RelayedReturn");
