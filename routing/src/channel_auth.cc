@@ -67,7 +67,8 @@ void note_unauthenticated(std::string_view side) {
   static std::atomic<bool> server_said{false};
   std::atomic<bool>& said = side == "channel server" ? server_said : client_said;
   if (said.exchange(true)) return;
-  runtime::Logger::routing().info(absl::StrCat(
+  // Debug while no postal tool carries a secret (every throwaway node would print it).
+  runtime::Logger::routing().debug(absl::StrCat(
       sv(side), ": no topology secret (ChannelOptions::key): channels of this process are "
             "unauthenticated; anyone who can connect may post and spawn (docs/security.md)"));
 }
