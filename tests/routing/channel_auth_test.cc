@@ -247,5 +247,69 @@ TEST_F(ChannelTest, R_SEC_1_AnotherUidOnTheAbstractSocketIsRefusedByPeerCred) {
   expect_in_order(1, 2);
 }
 
+// A loopback tcp listener that never accepts: whether anything connected to it.
+class Listener {
+ public:
+  Listener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), len), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~Listener() { ::close(fd_); }
+  uint16_t port() const { return port_; }
+  bool connected() const {
+    const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c >= 0) ::close(c);
+    return c >= 0;
+  }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+// R-SEC-2, no open relay: an envelope that arrives over the network for a location that is not
+// among the proc's routes comes back Transport(NoRoute) to its sender, and nothing is dialed
+// (the named location is a listener of ours: nobody connects to it). Both for a plain node and
+// for a gateway node.
+TEST(ChannelAuth, R_SEC_2_AnEnvelopeFromTheNetworkForAnUnroutedLocationReturnsNoRouteUndialed) {
+  const auto key = key_of('k');
+  std::unique_ptr<Node> sender = start_node("sender", key);
+  auto alice = must(runtime::Client::attach(sender->proc(), "alice"));
+  Listener elsewhere;
+  const runtime::ActorAddr far{
+      runtime::ActorId{runtime::ProcId{runtime::Uid::singleton(must(runtime::Label::parse("far")))},
+                       runtime::Uid::singleton(must(runtime::Label::parse("victim")))},
+      runtime::Location::addr(must(ChannelAddr::tcp("127.0.0.1", elsewhere.port())))};
+  IoThread io;  // the test's own channel into the relay (destroyed after it)
+  for (bool gateway : {false, true}) {
+    SCOPED_TRACE(gateway ? "a gateway node" : "a plain node");
+    std::unique_ptr<Node> relay = start_node(
+        gateway ? "gw" : "plain", key,
+        gateway ? std::optional(runtime::Uid::singleton(must(runtime::Label::parse("edge"))))
+                : std::nullopt);
+    // Straight into the relay's server, naming the far location (as a member peer could).
+    std::unique_ptr<ChannelClient> channel =
+        must(ChannelClient::dial(io, relay->listen_addr(), sender->proc(), with_key(key)));
+    channel->post(runtime::MessageEnvelope::make(alice->self_addr(),
+                                                 far.port(runtime::Port::handler(1)),
+                                                 wire::Any::make(ChanMsg{1, ""})),
+                  sender->proc());
+    absl::StatusOr<EnvelopePtr> back = alice->next_undeliverable(kDeadline);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ASSERT_NE((*back)->root_failure(), nullptr);
+    EXPECT_EQ((*back)->root_failure()->transport, TransportReason::kNoRoute)
+        << (*back)->root_failure()->to_string();
+    EXPECT_FALSE(elsewhere.connected()) << "the relay dialed the location the envelope named";
+    EXPECT_EQ(relay->server().stats().auth_failed, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace postal::routing::channel_test
