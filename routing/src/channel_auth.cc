@@ -1,15 +1,15 @@
 // The handshake's HMAC-SHA256 proofs (R-SEC-1, docs/wire.md §4.5), with OpenSSL's libcrypto.
 #include "channel_auth.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include "absl/strings/str_cat.h"
 #include "postal/runtime/logger.h"
@@ -67,10 +67,10 @@ void note_unauthenticated(std::string_view side) {
   static std::atomic<bool> server_said{false};
   std::atomic<bool>& said = side == "channel server" ? server_said : client_said;
   if (said.exchange(true)) return;
-  // Debug while no postal tool carries a secret (every throwaway node would print it).
-  runtime::Logger::routing().debug(absl::StrCat(
-      sv(side), ": no topology secret (ChannelOptions::key): channels of this process are "
-            "unauthenticated; anyone who can connect may post and spawn (docs/security.md)"));
+  runtime::Logger::routing().info(absl::StrCat(
+      sv(side),
+      ": no topology secret (ChannelOptions::key): channels of this process are "
+      "unauthenticated; anyone who can connect may post and spawn (docs/security.md)"));
 }
 
 bool equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }

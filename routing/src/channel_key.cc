@@ -1,14 +1,15 @@
 // ChannelKey (R-SEC-1): HKDF-SHA256 with OpenSSL's libcrypto, secrets from getrandom.
 #include "postal/routing/channel_key.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/kdf.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -23,8 +24,8 @@ constexpr size_t kMaxSecretBytes = 4096;
 
 absl::StatusOr<std::shared_ptr<const ChannelKey>> ChannelKey::derive(std::string_view secret) {
   if (secret.size() < kMinSecretBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a topology secret needs at least ", kMinSecretBytes, " bytes; got ", secret.size()));
+    return absl::InvalidArgumentError(absl::StrCat("a topology secret needs at least ",
+                                                   kMinSecretBytes, " bytes; got ", secret.size()));
   }
   std::shared_ptr<ChannelKey> key(new ChannelKey());
   EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr);

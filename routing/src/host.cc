@@ -145,8 +145,8 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
     args.insert(args.end(), {"--location", gateway->gateway()->advertise(id).location.to_string()});
   }
   if (!options_.secret.empty()) {  // R-SEC-1: the fd, not the secret, is in argv
-    args.insert(args.end(), {std::string(internal::kSecretFdFlag),
-                             std::to_string(internal::kChildSecretFd)});
+    args.insert(args.end(),
+                {std::string(internal::kSecretFdFlag), std::to_string(internal::kChildSecretFd)});
   }
   args.insert(args.end(), spec.args.begin(), spec.args.end());
   const std::string program = args[0];

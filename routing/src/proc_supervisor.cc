@@ -85,8 +85,8 @@ absl::StatusOr<ProcSupervisor::Child> ProcSupervisor::spawn(std::string name,
   // R-SEC-3: a child inherits stdin/out/err, the ready fd and (R-SEC-1) the secret fd, nothing
   // else — not the host's listening sockets or channels, even one opened by another thread
   // without CLOEXEC yet.
-  posix_spawn_file_actions_addclosefrom_np(&actions,
-                                           (secret_fds[0] >= 0 ? kChildSecretFd : kChildReadyFd) + 1);
+  posix_spawn_file_actions_addclosefrom_np(
+      &actions, (secret_fds[0] >= 0 ? kChildSecretFd : kChildReadyFd) + 1);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

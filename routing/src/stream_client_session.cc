@@ -173,9 +173,9 @@ void StreamClientCore::on_ack(uint64_t gen, const v2::Ack& ack) {
 
 void StreamClientCore::on_challenge(uint64_t gen, std::string_view body) {
   if (link_ != Link::kHandshaking || challenged_ || options_.key == nullptr) {
-    return link_failed(gen, absl::StrCat("protocol error: an unexpected CHALLENGE",
-                                         options_.key == nullptr ? " (this client has no key)"
-                                                                 : ""));
+    return link_failed(gen,
+                       absl::StrCat("protocol error: an unexpected CHALLENGE",
+                                    options_.key == nullptr ? " (this client has no key)" : ""));
   }
   absl::StatusOr<v2::Challenge> challenge = v2::decode_challenge(body);
   if (!challenge.ok()) {
@@ -195,8 +195,8 @@ void StreamClientCore::on_challenge(uint64_t gen, std::string_view body) {
   }
   challenged_ = true;
   v2::Auth proof;
-  proof.client_mac = auth::client_mac(*options_.key, hello_body_, challenge->server_nonce,
-                                      challenge->server_mac);
+  proof.client_mac =
+      auth::client_mac(*options_.key, hello_body_, challenge->server_nonce, challenge->server_mac);
   v2::append(control_, proof);
   flush_writes();
 }

@@ -226,8 +226,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                                 challenge_.server_nonce, challenge_.server_mac);
     if (!proof.ok() || !auth::equal(proof->client_mac, expected)) {
       core_->auth_failed_.fetch_add(1, std::memory_order_relaxed);
-      reject(v2::RejectCode::kAuthFailed,
-             "the AUTH does not prove the topology secret (R-SEC-1)", /*quiet=*/true);
+      reject(v2::RejectCode::kAuthFailed, "the AUTH does not prove the topology secret (R-SEC-1)",
+             /*quiet=*/true);
       return false;
     }
     state_ = State::kAwaitHello;  // open_session's precondition; it moves to kUp or rejects

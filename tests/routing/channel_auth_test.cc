@@ -1,6 +1,8 @@
 // Authenticated channels (R-SEC-1) and no open relay (R-SEC-2), over real sockets: docs/wire.md
 // §4.5, docs/security.md. The tests play the stranger themselves (RawPeer: hand-built frames),
 // or run real clients and Nodes with the wrong, the right or no key.
+#include "channel_auth.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -11,7 +13,6 @@
 
 #include <cerrno>
 
-#include "channel_auth.h"
 #include "channel_fixture.h"
 #include "postal/actors/system_actors.h"
 #include "postal/routing/channel_key.h"
@@ -109,8 +110,8 @@ TEST(ChannelAuth, R_SEC_2_AStrangerWithoutTheSecretIsRefusedAndItsSpawnNeverReac
   std::unique_ptr<Node> open = start_node("open", nullptr);
   const size_t open_before = open->proc().mailbox_count();
   stranger_spawns(ctx, *open, /*expect_reject=*/false);
-  ASSERT_TRUE(test_support::wait_for([&] { return open->proc().mailbox_count() > open_before; },
-                                     kDeadline))
+  ASSERT_TRUE(
+      test_support::wait_for([&] { return open->proc().mailbox_count() > open_before; }, kDeadline))
       << "control: without a key the hand-built SpawnActor spawns";
 
   std::unique_ptr<Node> guarded = start_node("guarded", key_of('k'));
@@ -221,7 +222,8 @@ TEST_F(ChannelTest, R_SEC_1_AnotherUidOnTheAbstractSocketIsRefusedByPeerCred) {
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
   std::memcpy(sa.sun_path + 1, name.data(), name.size());
-  const socklen_t sa_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const socklen_t sa_len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   std::string frame;
   v2::append(frame, hello(3));
   const pid_t pid = ::fork();
@@ -297,10 +299,10 @@ TEST(ChannelAuth, R_SEC_2_AnEnvelopeFromTheNetworkForAnUnroutedLocationReturnsNo
     // Straight into the relay's server, naming the far location (as a member peer could).
     std::unique_ptr<ChannelClient> channel =
         must(ChannelClient::dial(io, relay->listen_addr(), sender->proc(), with_key(key)));
-    channel->post(runtime::MessageEnvelope::make(alice->self_addr(),
-                                                 far.port(runtime::Port::handler(1)),
-                                                 wire::Any::make(ChanMsg{1, ""})),
-                  sender->proc());
+    channel->post(
+        runtime::MessageEnvelope::make(alice->self_addr(), far.port(runtime::Port::handler(1)),
+                                       wire::Any::make(ChanMsg{1, ""})),
+        sender->proc());
     absl::StatusOr<EnvelopePtr> back = alice->next_undeliverable(kDeadline);
     ASSERT_TRUE(back.ok()) << back.status();
     ASSERT_NE((*back)->root_failure(), nullptr);

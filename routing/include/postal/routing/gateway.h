@@ -57,8 +57,7 @@ class Gateway final : public runtime::MailboxSender {
                          runtime::MailboxSender& foreign);
 
  private:
-  void route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret,
-             runtime::MailboxSender* foreign);
+  void route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, runtime::MailboxSender* foreign);
   void no_route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, std::string why);
 
   const runtime::Uid uid_;
