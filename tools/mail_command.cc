@@ -190,7 +190,16 @@ int mail_command(const MailCommand& command) {
     if (!address.ok()) return fail(address.status());
   }
 
+  // R-SEC-1: the node authenticates with the topology's key (the state file's secret): the named
+  // topology's, or the first running one's when none is named (docs/security.md).
+  std::shared_ptr<const routing::ChannelKey> key;
+  if (std::vector<TopologyState> states = read_topology_states(command.topology); !states.empty()) {
+    absl::StatusOr<std::shared_ptr<const routing::ChannelKey>> k = channel_key(states.front());
+    if (!k.ok()) return fail(k.status());
+    key = *std::move(k);
+  }
   routing::NodeOptions o;
+  o.channel.key = std::move(key);
   o.id = runtime::ProcId{runtime::Uid::random(*runtime::Label::parse("mail"))};
   o.listen = *runtime::ChannelAddr::ipc_abstract(absl::StrCat("postal-mail-", ::getpid()));
   o.scheduler.workers = 1;

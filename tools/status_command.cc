@@ -70,21 +70,30 @@ int status_command(const std::string& name, bool json) {
                  name.empty() ? "" : absl::StrCat(" named ", name).c_str());
     return 1;
   }
-  // A throwaway proc to ask from; replies come back to its abstract socket.
-  routing::NodeOptions o;
-  o.id = runtime::ProcId{runtime::Uid::random(*runtime::Label::parse("status"))};
-  o.listen = *runtime::ChannelAddr::ipc_abstract(absl::StrCat("postal-status-", ::getpid()));
-  o.scheduler.workers = 1;
-  o.system_actors = false;
-  absl::StatusOr<std::unique_ptr<routing::Node>> node = routing::Node::start(std::move(o));
-  if (!node.ok()) {
-    std::fprintf(stderr, "postal status: %s\n", std::string(node.status().message()).c_str());
-    return 1;
-  }
-  auto client = *runtime::Client::attach((*node)->proc(), "status");
   int rc = 0;
   nlohmann::json out = {{"topologies", nlohmann::json::array()}};
   for (const TopologyState& topology : topologies) {
+    // A throwaway proc to ask from, per topology: it authenticates with the topology's key
+    // (R-SEC-1, from the state file), and replies come back to its abstract socket.
+    absl::StatusOr<std::shared_ptr<const routing::ChannelKey>> key = channel_key(topology);
+    if (!key.ok()) {
+      std::fprintf(stderr, "postal status: topology %s: its secret: %s\n", topology.name.c_str(),
+                   std::string(key.status().message()).c_str());
+      return 1;
+    }
+    routing::NodeOptions o;
+    o.id = runtime::ProcId{runtime::Uid::random(*runtime::Label::parse("status"))};
+    o.listen = *runtime::ChannelAddr::ipc_abstract(
+        absl::StrCat("postal-status-", ::getpid(), "-", topology.name));
+    o.scheduler.workers = 1;
+    o.system_actors = false;
+    o.channel.key = *std::move(key);
+    absl::StatusOr<std::unique_ptr<routing::Node>> node = routing::Node::start(std::move(o));
+    if (!node.ok()) {
+      std::fprintf(stderr, "postal status: %s\n", std::string(node.status().message()).c_str());
+      return 1;
+    }
+    auto client = *runtime::Client::attach((*node)->proc(), "status");
     std::vector<MemberStatus> members;
     for (const TopologyMember& m : topology.members) {
       MemberStatus row{m.addr, m.pid, "up", "", std::nullopt};

@@ -9,12 +9,15 @@
 #include <cstring>
 #include <sstream>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "postal/runtime/logger.h"
 
 namespace postal::tools {
 namespace {
+
+using routing::ChannelKey;
 
 constexpr off_t kMaxStateBytes = 1 << 20;
 
@@ -85,6 +88,9 @@ TopologyState parse_state(std::string name, const std::string& text) {
       m.addr = addr;
       if (!(words >> m.pid)) m.pid = 0;
       state.members.push_back(std::move(m));
+    } else if (kind == "secret") {
+      state.secret = absl::HexStringToBytes(addr);
+      ChannelKey::wipe(addr);
     } else if (kind == "dead") {
       std::string rest;
       std::getline(words, rest);
@@ -127,6 +133,7 @@ absl::Status write_topology_state(const routing::Host& host,
   if (absl::Status s = check_private_dir(dir); !s.ok()) return s;
   std::ostringstream out;
   out << "pid " << ::getpid() << "\n";
+  if (!host.secret().empty()) out << "secret " << absl::BytesToHexString(host.secret()) << "\n";
   for (const routing::Node* g : host.gateways()) {
     out << "gateway " << const_cast<routing::Node*>(g)->proc().addr().to_string() << "\n";
   }
@@ -143,14 +150,20 @@ absl::Status write_topology_state(const routing::Host& host,
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
   }
-  const std::string text = out.str();
+  std::string text = out.str();
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(fd);
+  ChannelKey::wipe(text);
   if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
     return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const routing::ChannelKey>> channel_key(const TopologyState& state) {
+  if (state.secret.empty()) return nullptr;
+  return routing::ChannelKey::derive(state.secret);
 }
 
 void remove_topology_state(const std::string& topology) {

@@ -7,9 +7,14 @@
 // link or blocking, only when they are regular files owned by the user. Anything else is
 // refused with a logged reason, never followed or trusted.
 //
-// One line per fact: `pid N` (the host), `gateway ADDR`, `proc ADDR PID`, and `dead ADDR TEXT` for a
-// proc the host saw exit (TEXT says how: "exited with status 1", "killed by SIGKILL"). The host
-// rewrites the file when a proc exits, so readers show a dead proc as dead without asking it.
+// One line per fact: `pid N` (the host), `secret HEX`, `gateway ADDR`, `proc ADDR PID`, and
+// `dead ADDR TEXT` for a proc the host saw exit (TEXT says how: "exited with status 1", "killed
+// by SIGKILL"). The host rewrites the file when a proc exits, so readers show a dead proc as
+// dead without asking it.
+//
+// R-SEC-1: `secret` is the topology secret (hex), so the user's own `postal status` and
+// `postal mail` can authenticate to the topology's procs; the file's mode (0600) and folder
+// (0700, owned by the user) keep it from everyone else (docs/security.md).
 #pragma once
 
 #include <filesystem>
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "postal/routing/channel_key.h"
 #include "postal/routing/host.h"
 
 namespace postal::tools {
@@ -34,7 +40,18 @@ struct TopologyMember {
 struct TopologyState {
   std::string name;
   std::vector<TopologyMember> members;
+  std::string secret;  // R-SEC-1: the topology secret (bytes); empty when it runs without
+  ~TopologyState() { routing::ChannelKey::wipe(secret); }
+  TopologyState() = default;
+  TopologyState(TopologyState&&) = default;
+  TopologyState& operator=(TopologyState&&) = default;
+  TopologyState(const TopologyState&) = default;
+  TopologyState& operator=(const TopologyState&) = default;
 };
+
+// R-SEC-1: the channel key of a topology, for a client node that talks to its procs; null when
+// the topology runs unauthenticated.
+absl::StatusOr<std::shared_ptr<const routing::ChannelKey>> channel_key(const TopologyState& state);
 
 // Where running topologies record their state, and the file of one.
 std::string state_dir();

@@ -135,6 +135,10 @@ absl::StatusOr<std::shared_ptr<ChannelClient>> DialRouter::client_for(
 }
 
 void DialRouter::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) {
+  route(std::move(env), ret, /*booked_only=*/false);
+}
+
+void DialRouter::route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, bool booked_only) {
   absl::StatusOr<std::shared_ptr<ChannelClient>> client;
   std::shared_ptr<ChannelClient> evicted;  // destroyed after the lock is released
   runtime::ChannelAddr addr;
@@ -142,8 +146,23 @@ void DialRouter::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle&
     absl::MutexLock lock(&mu_);
     const runtime::PortAddr& hop = env->next_hop();
     const runtime::ChannelAddr* booked = book_.lookup(hop.id);
-    addr = booked != nullptr ? *booked : hop.location.channel();
-    client = client_for(addr, evicted);
+    if (booked == nullptr && booked_only) {
+      client = absl::NotFoundError("");  // R-SEC-2: no route given; nothing is dialed
+    } else {
+      addr = booked != nullptr ? *booked : hop.location.channel();
+      client = client_for(addr, evicted);
+    }
+  }
+  if (!client.ok() && absl::IsNotFound(client.status())) {
+    std::string target = env->next_hop().to_string();
+    runtime::MessageEnvelope::undeliverable(
+        std::move(env),
+        runtime::DeliveryFailure::transport_failure(
+            std::move(target), runtime::TransportReason::kNoRoute,
+            "this proc has no route to that location: an envelope that arrived over the network "
+            "is forwarded only along the routes the proc was given (R-SEC-2, no open relay)"),
+        ret);
+    return;
   }
   if (!client.ok()) {
     std::string target = env->next_hop().to_string();

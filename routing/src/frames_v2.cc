@@ -115,6 +115,19 @@ void append(std::string& out, const Welcome& f) {
   put_progress(out, f.transfers);
 }
 
+void append(std::string& out, const Challenge& f) {
+  begin(out, Kind::kChallenge, 68);
+  put<uint8_t>(out, f.auth_mode);
+  zeros(out, 3);
+  out.append(reinterpret_cast<const char*>(f.server_nonce.data()), f.server_nonce.size());
+  out.append(reinterpret_cast<const char*>(f.server_mac.data()), f.server_mac.size());
+}
+
+void append(std::string& out, const Auth& f) {
+  begin(out, Kind::kAuth, 32);
+  out.append(reinterpret_cast<const char*>(f.client_mac.data()), f.client_mac.size());
+}
+
 void append(std::string& out, const Reject& f) {
   const std::string_view text = bounded(f.text);
   begin(out, Kind::kReject, (f.code ? 4 : 2) + text.size());
@@ -188,6 +201,26 @@ absl::StatusOr<Hello> decode_hello(std::string_view body) {
     return r.error("a new session (not resuming) with a first unacked seq above 0");
   }
   return h;
+}
+
+absl::StatusOr<Challenge> decode_challenge(std::string_view body) {
+  Reader r(body, "CHALLENGE");
+  Challenge c;
+  if (body.size() != 68) return r.error(absl::StrCat(body.size(), " bytes, a CHALLENGE has 68"));
+  r.get(c.auth_mode);
+  if (!r.reserved(3)) return r.error("reserved bytes set");
+  if (c.auth_mode != 1) return r.error(absl::StrCat("auth_mode ", c.auth_mode, ", not 1"));
+  std::memcpy(c.server_nonce.data(), body.data() + 4, 32);
+  std::memcpy(c.server_mac.data(), body.data() + 36, 32);
+  return c;
+}
+
+absl::StatusOr<Auth> decode_auth(std::string_view body) {
+  Reader r(body, "AUTH");
+  Auth a;
+  if (body.size() != 32) return r.error(absl::StrCat(body.size(), " bytes, an AUTH has 32"));
+  std::memcpy(a.client_mac.data(), body.data(), 32);
+  return a;
 }
 
 absl::StatusOr<Welcome> decode_welcome(std::string_view body) {

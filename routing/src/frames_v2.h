@@ -64,6 +64,18 @@ struct Hello {
   friend bool operator==(const Hello&, const Hello&) = default;
 };
 
+// §4.5 (R-SEC-1): CHALLENGE, 68 bytes, and AUTH, 32 bytes.
+struct Challenge {
+  uint8_t auth_mode = 1;
+  std::array<uint8_t, 32> server_nonce{};
+  std::array<uint8_t, 32> server_mac{};
+  friend bool operator==(const Challenge&, const Challenge&) = default;
+};
+struct Auth {
+  std::array<uint8_t, 32> client_mac{};
+  friend bool operator==(const Auth&, const Auth&) = default;
+};
+
 // ACK, WELCOME and GOODBYE list transfer progress (§8, §9.4).
 struct TransferProgress {
   uint64_t seq = 0;
@@ -150,6 +162,8 @@ struct Ping {
 // cut at a character boundary.
 void append(std::string& out, const Hello& f);
 void append(std::string& out, const Welcome& f);
+void append(std::string& out, const Challenge& f);
+void append(std::string& out, const Auth& f);
 void append(std::string& out, const Reject& f);
 void append(std::string& out, const Ack& f);
 void append(std::string& out, const Chunk& f);
@@ -163,6 +177,8 @@ void append_pong(std::string& out, const Ping& f);
 // with the frozen REJECT, §15): `version` set, everything else default.
 absl::StatusOr<Hello> decode_hello(std::string_view body);
 absl::StatusOr<Welcome> decode_welcome(std::string_view body);
+absl::StatusOr<Challenge> decode_challenge(std::string_view body);
+absl::StatusOr<Auth> decode_auth(std::string_view body);
 absl::StatusOr<Reject> decode_reject(std::string_view body);
 absl::StatusOr<Ack> decode_ack(std::string_view body);
 absl::StatusOr<Chunk> decode_chunk(std::string_view body);

@@ -65,6 +65,15 @@ void Gateway::no_route(EnvelopePtr env, runtime::ReturnHandle& ret, std::string 
 }
 
 void Gateway::post_unchecked(EnvelopePtr env, runtime::ReturnHandle& ret) {
+  route(std::move(env), ret, nullptr);
+}
+
+void Gateway::post_from_network(EnvelopePtr env, runtime::ReturnHandle& ret,
+                                runtime::MailboxSender& foreign) {
+  route(std::move(env), ret, &foreign);
+}
+
+void Gateway::route(EnvelopePtr env, runtime::ReturnHandle& ret, runtime::MailboxSender* foreign) {
   bool peeled = false;
   runtime::MailboxSender* next = nullptr;
   {
@@ -76,7 +85,7 @@ void Gateway::post_unchecked(EnvelopePtr env, runtime::ReturnHandle& ret) {
         const bool self = via == uid_;
         auto peer = self ? peers_.end() : peers_.find(via);
         if (!self && peer == peers_.end()) {  // R-GW-1: a via naming neither → forwarder
-          next = forwarder_;
+          next = foreign != nullptr ? foreign : forwarder_;
           break;
         }
         runtime::PortAddr inner{hop.id, hop.location.inner()};
@@ -94,7 +103,7 @@ void Gateway::post_unchecked(EnvelopePtr env, runtime::ReturnHandle& ret) {
         next = nullptr;  // we peeled our own hop, so the proc should have been here
         break;
       }
-      next = forwarder_;
+      next = foreign != nullptr ? foreign : forwarder_;
       break;
     }
   }

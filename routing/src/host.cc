@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "postal/routing/channel_key.h"
 #include "postal/routing/workload.h"
 #include "postal/wire/absl_compat.h"
 #include "proc_supervisor.h"
@@ -30,6 +31,24 @@ actors::SpawnParams to_params(const std::map<std::string, ActorParam, std::less<
 
 }  // namespace
 
+// R-SEC-1: one secret for the topology; its key authenticates the gateways' and the entry's
+// channels here, and the secret goes to every launched proc (launch).
+absl::Status Host::make_key() {
+  if (!options_.authenticate) {
+    options_.channel.key = nullptr;
+    return absl::OkStatus();
+  }
+  if (options_.secret.empty()) {
+    absl::StatusOr<std::string> secret = ChannelKey::random_secret();
+    if (!secret.ok()) return secret.status();
+    options_.secret = *std::move(secret);
+  }
+  absl::StatusOr<std::shared_ptr<const ChannelKey>> key = ChannelKey::derive(options_.secret);
+  if (!key.ok()) return key.status();
+  options_.channel.key = *std::move(key);
+  return absl::OkStatus();
+}
+
 Host::Host(TopologySpec spec, HostOptions options)
     : spec_(std::move(spec)), options_(std::move(options)) {
   if (spec_.ready_timeout) options_.ready_timeout = *spec_.ready_timeout;
@@ -39,6 +58,7 @@ Host::Host(TopologySpec spec, HostOptions options)
 absl::StatusOr<std::unique_ptr<Host>> Host::up(const TopologySpec& spec, HostOptions options) {
   register_workload_actors();
   std::unique_ptr<Host> host(new Host(spec, std::move(options)));
+  if (absl::Status k = host->make_key(); !k.ok()) return k;
   host->supervisor_ = std::make_unique<internal::ProcSupervisor>(host->options_.teardown_grace);
   absl::Status s = host->start_gateways();
   if (s.ok()) {
@@ -134,11 +154,15 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
   if (gateway != nullptr) {
     args.insert(args.end(), {"--location", gateway->gateway()->advertise(id).location.to_string()});
   }
+  if (!options_.secret.empty()) {  // R-SEC-1: the fd, not the secret, is in argv
+    args.insert(args.end(),
+                {std::string(internal::kSecretFdFlag), std::to_string(internal::kChildSecretFd)});
+  }
   args.insert(args.end(), spec.args.begin(), spec.args.end());
   const std::string program = args[0];
 
   absl::StatusOr<internal::ProcSupervisor::Child> child =
-      supervisor_->spawn(spec.name, std::move(args));
+      supervisor_->spawn(spec.name, std::move(args), options_.secret);
   if (child.status().code() == absl::StatusCode::kUnavailable) {
     return absl::UnavailableError(
         absl::StrCat("proc ", spec.name, ": cannot start ", program, ": ", child.status().message(),
@@ -284,7 +308,10 @@ void Host::teardown() {
   entry_ = nullptr;
 }
 
-Host::~Host() { teardown(); }
+Host::~Host() {
+  teardown();
+  ChannelKey::wipe(options_.secret);
+}
 
 bool Host::cancelled() const {
   if (options_.cancel_fd < 0) return false;

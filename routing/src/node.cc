@@ -29,6 +29,18 @@ void Node::Relay::drop(runtime::EnvelopePtr env, runtime::DropCause cause) {
   if (runtime::ReturnHandle* ret = ret_.load()) ret->drop(std::move(env), cause);
 }
 
+// R-SEC-2: only along given routes. The relay's post counted the hop (TTL) already, as the
+// proc's or gateway's own post did before; the next sender's post counts the next one.
+void Node::Ingress::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) {
+  if (node_.gateway_) {
+    node_.gateway_->post_from_network(std::move(env), ret, node_.dial_->booked_only());
+  } else if (env->next_hop().id.actor.proc == node_.proc_->id()) {
+    node_.proc_->post_unchecked(std::move(env), ret);
+  } else {
+    node_.dial_->booked_only().post(std::move(env), ret);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
   if (options.listen.transport() == runtime::ChannelAddr::Transport::kIpc &&
       !options.listen.is_abstract()) {
@@ -67,11 +79,10 @@ absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
   if (node->gateway_) {
     (void)node->gateway_->attach(options.id, node->proc_.get());  // a new gateway: cannot clash
     node->proc_->set_forwarder(node->gateway_.get());
-    node->relay_.set(node->gateway_.get(), node->proc_.get());
   } else {
     node->proc_->set_forwarder(node->dial_.get());
-    node->relay_.set(node->proc_.get(), node->proc_.get());
   }
+  node->relay_.set(&node->ingress_, node->proc_.get());
   if (options.system_actors) {
     if (absl::Status s = actors::install_system_actors(*node->proc_); !s.ok()) return s;
   }

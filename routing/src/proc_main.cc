@@ -6,11 +6,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "postal/routing/channel_key.h"
 #include "postal/routing/node.h"
 #include "postal/routing/workload.h"
 #include "postal/runtime/logger.h"
@@ -22,12 +24,14 @@ namespace {
 
 constexpr std::string_view kUsage =
     "usage: postal proc --name NAME --listen ADDR [--location LOC] [--workers N]\n"
-    "                   [--ready-fd FD] [--delivery-timeout-ms N] [--log-level SPEC]\n"
-    "                   [--heartbeat-ms INTERVAL,TIMEOUT] [--parent-pid PID]\n"
+    "                   [--ready-fd FD] [--secret-fd FD] [--delivery-timeout-ms N]\n"
+    "                   [--log-level SPEC] [--heartbeat-ms INTERVAL,TIMEOUT] [--parent-pid PID]\n"
     "Runs one proc (hosts launch it; see docs/topologies.md). Writes `POSTAL-READY <proc address>\n"
     "<listen address>` to the ready fd once serving; runs until SIGINT/SIGTERM or its parent dies.\n"
     "--log-level takes POSTAL_LOG's syntax, e.g. info,postal.routing=debug.\n"
-    "--heartbeat-ms sets the channels' heartbeats, e.g. 1000,5000 (the default); 0,0 turns them off.\n";
+    "--heartbeat-ms sets the channels' heartbeats, e.g. 1000,5000 (the default); 0,0 turns them off.\n"
+    "--secret-fd (or POSTAL_SECRET_FD) names an fd holding the topology secret: the proc reads it\n"
+    "to the end, closes it, and authenticates every channel with it (docs/security.md).\n";
 
 const runtime::Logger& log() { return runtime::Logger::routing(); }
 
@@ -40,6 +44,7 @@ struct ProcFlags {
   std::string location;
   int workers = 0;
   int ready_fd = 1;
+  int secret_fd = -1;           // R-SEC-1: -1: POSTAL_SECRET_FD, else no secret
   int delivery_timeout_ms = 0;  // 0: the channel default
   int parent_pid = 0;           // 0: not checked
   std::string log_level;        // empty: POSTAL_LOG or the default
@@ -73,17 +78,19 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
     } else if (key == "--log-level") {
       out.log_level = value;
     } else if (key == "--workers" || key == internal::kReadyFdFlag ||
-               key == "--delivery-timeout-ms" || key == "--parent-pid") {
+               key == internal::kSecretFdFlag || key == "--delivery-timeout-ms" ||
+               key == "--parent-pid") {
       int n = 0;
       if (!absl::SimpleAtoi(sv(value), &n) || n < 0) {
         log().error(absl::StrCat("postal proc: ", sv(key), " wants a non-negative number, got \"",
                                  sv(value), "\""));
         return ParseResult::kUsageError;
       }
-      (key == "--workers"              ? out.workers
-       : key == internal::kReadyFdFlag ? out.ready_fd
-       : key == "--parent-pid"         ? out.parent_pid
-                                       : out.delivery_timeout_ms) = n;
+      (key == "--workers"               ? out.workers
+       : key == internal::kReadyFdFlag  ? out.ready_fd
+       : key == internal::kSecretFdFlag ? out.secret_fd
+       : key == "--parent-pid"          ? out.parent_pid
+                                        : out.delivery_timeout_ms) = n;
     } else if (key == "--heartbeat-ms") {  // R-FLOW-4: INTERVAL,TIMEOUT
       const size_t comma = value.find(',');
       if (comma == std::string_view::npos ||
@@ -97,7 +104,7 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
     } else {
       log().error(absl::StrCat("postal proc: unknown flag ", sv(key),
                                " (known: --name, --listen, --location, --workers, --ready-fd, "
-                               "--delivery-timeout-ms, --log-level, --heartbeat-ms, "
+                               "--secret-fd, --delivery-timeout-ms, --log-level, --heartbeat-ms, "
                                "--parent-pid, --help)"));
       return ParseResult::kUsageError;
     }
@@ -109,6 +116,23 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
     return ParseResult::kUsageError;
   }
   return ParseResult::kOk;
+}
+
+// R-SEC-1: the channel key from the secret fd (the flag, else POSTAL_SECRET_FD); no fd: none.
+absl::StatusOr<std::shared_ptr<const ChannelKey>> key_from(int secret_fd) {
+  if (secret_fd < 0) {
+    const char* env = std::getenv(internal::kSecretFdEnv);
+    if (env == nullptr || *env == '\0') return nullptr;
+    if (!absl::SimpleAtoi(env, &secret_fd) || secret_fd < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(internal::kSecretFdEnv, " wants an fd number, got \"", env, "\""));
+    }
+  }
+  absl::StatusOr<std::string> secret = ChannelKey::read_secret_fd(secret_fd);
+  if (!secret.ok()) return secret.status();
+  absl::StatusOr<std::shared_ptr<const ChannelKey>> key = ChannelKey::derive(*secret);
+  ChannelKey::wipe(*secret);
+  return key;
 }
 
 }  // namespace
@@ -157,6 +181,12 @@ int proc_main(int argc, char** argv) {
     options.channel.heartbeat_interval = absl::Milliseconds(flags.heartbeat_interval_ms);
     options.channel.heartbeat_timeout = absl::Milliseconds(flags.heartbeat_timeout_ms);
   }
+  absl::StatusOr<std::shared_ptr<const ChannelKey>> key = key_from(flags.secret_fd);
+  if (!key.ok()) {
+    log().error(absl::StrCat("postal proc: the topology secret: ", key.status().message()));
+    return 2;
+  }
+  options.channel.key = *std::move(key);
   if (!flags.location.empty()) {
     absl::StatusOr<runtime::Location> location = runtime::Location::parse(flags.location);
     if (!location.ok()) {

@@ -25,6 +25,16 @@ namespace {
 
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
+// Moves `fd` above the fds a child gets (kChildReadyFd, kChildSecretFd), so that one dup2 of
+// the spawn never overwrites the source of the other. Keeps `fd` when it cannot.
+int above_child_fds(int fd) {
+  if (fd > kChildSecretFd) return fd;
+  const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, kChildSecretFd + 1);
+  if (moved < 0) return fd;
+  ::close(fd);
+  return moved;
+}
+
 }  // namespace
 
 ProcSupervisor::Child::Child(Child&& other) noexcept
@@ -45,15 +55,38 @@ ProcSupervisor::~ProcSupervisor() {
 }
 
 absl::StatusOr<ProcSupervisor::Child> ProcSupervisor::spawn(std::string name,
-                                                            std::vector<std::string> args) {
+                                                            std::vector<std::string> args,
+                                                            std::string_view secret) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed");
+  // R-SEC-1: the secret travels in a pipe of its own, written in full before the spawn (32
+  // bytes: far below the pipe's buffer, so the write cannot block).
+  int secret_fds[2] = {-1, -1};
+  if (!secret.empty()) {
+    if (::pipe2(secret_fds, O_CLOEXEC) != 0) {
+      ::close(pipe_fds[0]);
+      ::close(pipe_fds[1]);
+      return absl::InternalError("pipe2 failed");
+    }
+    const bool written =
+        ::write(secret_fds[1], secret.data(), secret.size()) == static_cast<ssize_t>(secret.size());
+    ::close(secret_fds[1]);
+    if (!written) {
+      for (int fd : {pipe_fds[0], pipe_fds[1], secret_fds[0]}) ::close(fd);
+      return absl::InternalError("cannot write the topology secret into its pipe");
+    }
+  }
+  pipe_fds[1] = above_child_fds(pipe_fds[1]);
+  if (secret_fds[0] >= 0) secret_fds[0] = above_child_fds(secret_fds[0]);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], kChildReadyFd);
-  // R-SEC-3: a child inherits stdin/out/err and the ready fd, nothing else — not the host's
-  // listening sockets or channels, even one opened by another thread without CLOEXEC yet.
-  posix_spawn_file_actions_addclosefrom_np(&actions, kChildReadyFd + 1);
+  if (secret_fds[0] >= 0) posix_spawn_file_actions_adddup2(&actions, secret_fds[0], kChildSecretFd);
+  // R-SEC-3: a child inherits stdin/out/err, the ready fd and (R-SEC-1) the secret fd, nothing
+  // else — not the host's listening sockets or channels, even one opened by another thread
+  // without CLOEXEC yet.
+  posix_spawn_file_actions_addclosefrom_np(
+      &actions, (secret_fds[0] >= 0 ? kChildSecretFd : kChildReadyFd) + 1);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -73,6 +106,7 @@ absl::StatusOr<ProcSupervisor::Child> ProcSupervisor::spawn(std::string name,
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   ::close(pipe_fds[1]);
+  if (secret_fds[0] >= 0) ::close(secret_fds[0]);
   Child child(pid, pipe_fds[0]);
   if (rc != 0) return absl::UnavailableError(std::strerror(rc));
   {

@@ -56,8 +56,11 @@ class ProcSupervisor {
 
   // Starts `args[0]` (searched in PATH when it has no '/') with `args` as its argv; `name` labels
   // its ProcExit. InternalError when no pipe can be made; Unavailable (the OS's reason) when the
-  // program cannot be started.
-  absl::StatusOr<Child> spawn(std::string name, std::vector<std::string> args);
+  // program cannot be started. A non-empty `secret` (R-SEC-1) is written into a fresh pipe whose
+  // read end the child inherits at kChildSecretFd (its argv names it with --secret-fd): never
+  // in argv or the environment, and the pipe is closed in the host once the child has it.
+  absl::StatusOr<Child> spawn(std::string name, std::vector<std::string> args,
+                              std::string_view secret = {});
 
   // The next child exit, or nullopt after `timeout`.
   std::optional<ProcExit> next_exit(absl::Duration timeout);

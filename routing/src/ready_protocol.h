@@ -25,6 +25,12 @@ namespace postal::routing::internal {
 inline constexpr std::string_view kReadyFdFlag = "--ready-fd";
 // The fd at which a host hands its children the pipe for the ready line.
 inline constexpr int kChildReadyFd = 3;
+// R-SEC-1: the flag (and, when it is absent, the environment variable) naming the fd a proc
+// reads the topology secret from, and the fd at which a host hands its children that pipe
+// (docs/security.md). The secret never appears in argv or the environment itself.
+inline constexpr std::string_view kSecretFdFlag = "--secret-fd";
+inline constexpr const char* kSecretFdEnv = "POSTAL_SECRET_FD";
+inline constexpr int kChildSecretFd = 4;
 // The first word of the ready line.
 inline constexpr std::string_view kReadyWord = "POSTAL-READY";
 

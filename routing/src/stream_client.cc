@@ -20,6 +20,8 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "postal/wire/absl_compat.h"
+#include "channel_auth.h"
+#include "postal/routing/channel_key.h"
 #include "transports.h"
 
 namespace postal::routing::internal {
@@ -69,7 +71,9 @@ StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<E
       dial_timer_(io.context()),
       read_buf_(kFirstReadChunk),
       backoff_(options.reconnect_initial),
-      heartbeat_timer_(io.context()) {}
+      heartbeat_timer_(io.context()) {
+  if (options_.key == nullptr) auth::note_unauthenticated("channel client");
+}
 
 absl::Status StreamClientCore::connect_first() {
   absl::Status s = connect_blocking(socket_, endpoints_, options_.delivery_timeout);
@@ -318,9 +322,16 @@ void StreamClientCore::send_hello() {
   hello.max_frame_bytes = static_cast<uint32_t>(max_frame_);
   hello.ack_interval_ms = static_cast<uint32_t>(
       std::clamp<int64_t>(absl::ToInt64Milliseconds(options_.delivery_timeout / 4), 10, 60'000));
+  // R-SEC-1: with a key, always auth_mode 1 and a fresh nonce; never a fallback to 0.
+  if (options_.key != nullptr) {
+    hello.auth_mode = 1;
+    hello.client_nonce = auth::random_nonce();
+  }
+  challenged_ = false;
   control_.clear();
   control_sent_ = 0;
   v2::append(control_, hello);
+  hello_body_.assign(control_, v2::kPrefixBytes, std::string::npos);
   flush_writes();
 }
 

@@ -179,6 +179,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void on_read(uint64_t gen, const boost::system::error_code& ec, size_t n);
   void handle(uint64_t gen, v2::Kind kind, std::string_view body);
   void on_welcome(uint64_t gen, const v2::Welcome& welcome);
+  // R-SEC-1 (wire.md §4.5): checks the server's proof, then sends AUTH; a wrong proof closes.
+  void on_challenge(uint64_t gen, std::string_view body);
   void on_reject(uint64_t gen, const v2::Reject& reject);
   void on_ack(uint64_t gen, const v2::Ack& ack);
   void on_goodbye(uint64_t gen, const v2::Goodbye& goodbye);
@@ -297,7 +299,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   v2::FrameSplitter splitter_;
   std::vector<char> read_buf_;
   size_t send_offset_ = 0;          // bytes of frame `next_to_send_` already written
-  std::string control_;             // the HELLO being written, before any DATA
+  std::string control_;             // the HELLO (then AUTH) being written, before any DATA
+  std::string hello_body_;          // R-SEC-1: the HELLO body as sent, which both MACs cover
+  bool challenged_ = false;         // R-SEC-1: a CHALLENGE was answered on this connection
   size_t control_sent_ = 0;         // bytes of control_ written
   bool waiting_writable_ = false;   // the socket was full; a wait for writability is pending
   Link link_ = Link::kConnecting;   // dial connects synchronously first

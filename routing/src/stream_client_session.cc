@@ -13,6 +13,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "channel_auth.h"
+#include "postal/routing/channel_key.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::routing::internal {
@@ -47,6 +49,8 @@ void StreamClientCore::handle(uint64_t gen, v2::Kind kind, std::string_view body
       absl::StatusOr<v2::Ack> a = v2::decode_ack(body);
       return a.ok() ? on_ack(gen, *a) : stream_error(a.status());
     }
+    case v2::Kind::kChallenge:
+      return on_challenge(gen, body);
     case v2::Kind::kReject: {
       absl::StatusOr<v2::Reject> r = v2::decode_reject(body);
       return r.ok() ? on_reject(gen, *r) : stream_error(r.status());
@@ -173,6 +177,40 @@ void StreamClientCore::on_ack(uint64_t gen, const v2::Ack& ack) {
   if (!anything_pending()) idle_ = true;
   if (window_moved) flush_writes();  // the window opened: more chunks (or released envelopes)
 }
+
+// ---- R-SEC-1: authentication (docs/wire.md §4.5) ----
+
+void StreamClientCore::on_challenge(uint64_t gen, std::string_view body) {
+  if (link_ != Link::kHandshaking || challenged_ || options_.key == nullptr) {
+    return link_failed(gen,
+                       absl::StrCat("protocol error: an unexpected CHALLENGE",
+                                    options_.key == nullptr ? " (this client has no key)" : ""));
+  }
+  absl::StatusOr<v2::Challenge> challenge = v2::decode_challenge(body);
+  if (!challenge.ok()) {
+    return link_failed(gen, absl::StrCat("protocol error: ", challenge.status().message()));
+  }
+  // Mutual: the server proves the key first; a server that cannot gets no AUTH, and the
+  // channel closes for good (another topology's server, or someone posing as one).
+  const auth::Mac expected = auth::server_mac(*options_.key, hello_body_, challenge->server_nonce);
+  if (!auth::equal(challenge->server_mac, expected)) {
+    return close_channel(
+        TransportReason::kChannelClosed,
+        absl::FailedPreconditionError(absl::StrCat(
+            "channel ", addr_text_,
+            ": the server did not prove the topology secret (CHALLENGE server_mac does not "
+            "verify; R-SEC-1): it belongs to another topology, or is not who it claims")),
+        /*rejected=*/true);
+  }
+  challenged_ = true;
+  v2::Auth proof;
+  proof.client_mac =
+      auth::client_mac(*options_.key, hello_body_, challenge->server_nonce, challenge->server_mac);
+  v2::append(control_, proof);
+  flush_writes();
+}
+
+// ---- end of R-SEC-1 ----
 
 void StreamClientCore::on_reject(uint64_t gen, const v2::Reject& reject) {
   if (link_ != Link::kHandshaking) return link_failed(gen, "protocol error: REJECT after WELCOME");

@@ -25,7 +25,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // R-FLOW-4: closes the connection if it is past the handshake or partial-frame timeout.
   void check_timeouts(std::chrono::steady_clock::time_point now) {
     if (closed_ || state_ == State::kRejected) return;  // a REJECT lingers on its own timer
-    if (state_ == State::kAwaitHello &&
+    if ((state_ == State::kAwaitHello || state_ == State::kAwaitAuth) &&
         now - accepted_at_ >= to_chrono(core_->options_.handshake_timeout)) {
       core_->closed_handshake_timeout_.fetch_add(1, std::memory_order_relaxed);
       return close_bounded(absl::StrCat("no valid HELLO within handshake_timeout (",
@@ -126,7 +126,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
-  enum class State { kAwaitHello, kUp, kRejected };
+  // kAwaitAuth: a CHALLENGE was sent, the client's AUTH is due (R-SEC-1, wire.md §4.5).
+  enum class State { kAwaitHello, kAwaitAuth, kUp, kRejected };
 
   void read() {
     // Straight into the splitter: no copy between the socket and the frame.
@@ -177,8 +178,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
         }
         return false;
       }
-      return on_hello(*hello);
+      return on_hello(*hello, body);
     }
+    if (kind == v2::Kind::kAuth && state_ == State::kAwaitAuth) return on_auth(body);
     if (kind == v2::Kind::kGoodbye && state_ == State::kUp) {
       // §11: client_closing (and protocol_error, and unknown codes) — the session is over.
       absl::StatusOr<v2::Goodbye> goodbye = v2::decode_goodbye(body);
@@ -225,8 +227,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     flush();
   }
 
-  // §4.2's server rule.
-  bool on_hello(const v2::Hello& hello) {
+  // §4.2's server rule, after §4.5's authentication.
+  bool on_hello(const v2::Hello& hello, std::string_view body) {
     if (state_ != State::kAwaitHello) {
       protocol_error("protocol error: a second HELLO on one connection");
       return false;
@@ -237,11 +239,73 @@ class Connection : public std::enable_shared_from_this<Connection> {
                           ", this server version ", v2::kVersion, "; upgrade the older side"));
       return false;
     }
-    if (hello.auth_mode != 0) {
+    switch (authenticate(hello, body)) {
+      case Auth::kEnded:
+        return false;
+      case Auth::kChallenged:
+        return true;  // the session is looked at once AUTH verifies (on_auth)
+      case Auth::kNone:
+        break;
+    }
+    return open_session(hello);
+  }
+
+  // ---- R-SEC-1: authentication (docs/wire.md §4.5) ----
+
+  enum class Auth { kNone, kChallenged, kEnded };
+
+  // What the HELLO's auth_mode leads to. Only `version` (checked before) and `auth_mode` are
+  // looked at here: no session is looked up, created or replaced before AUTH verifies (rule 6).
+  Auth authenticate(const v2::Hello& hello, std::string_view body) {
+    const ChannelKey* key = core_->options_.key.get();
+    if (hello.auth_mode == 0 && key == nullptr) return Auth::kNone;  // unauthenticated, as before
+    if (hello.auth_mode == 0) {
+      core_->refused_unauthenticated_.fetch_add(1, std::memory_order_relaxed);
+      reject(v2::RejectCode::kAuthRequired,
+             "this server requires authentication (auth_mode 1, the topology secret); "
+             "a client without the secret is refused (R-SEC-1)",
+             /*quiet=*/true);
+      return Auth::kEnded;
+    }
+    if (hello.auth_mode != 1 || key == nullptr) {
       reject(v2::RejectCode::kAuthUnsupported,
-             absl::StrCat("auth_mode ", hello.auth_mode, " is not supported by this server"));
+             absl::StrCat("auth_mode ", hello.auth_mode, " is not supported by this server",
+                          key == nullptr ? " (it has no topology secret)" : ""),
+             /*quiet=*/true);
+      return Auth::kEnded;
+    }
+    hello_ = hello;
+    hello_body_.assign(body);
+    challenge_.server_nonce = auth::random_nonce();
+    challenge_.server_mac = auth::server_mac(*key, hello_body_, challenge_.server_nonce);
+    state_ = State::kAwaitAuth;
+    v2::append(out_, challenge_);
+    flush();
+    return Auth::kChallenged;
+  }
+
+  // The client's proof: on success the HELLO is answered per §4.2; on failure REJECT
+  // auth_failed, counted and logged rate-limited (a stranger can repeat it).
+  bool on_auth(std::string_view body) {
+    absl::StatusOr<v2::Auth> proof = v2::decode_auth(body);
+    const auth::Mac expected = auth::client_mac(*core_->options_.key, hello_body_,
+                                                challenge_.server_nonce, challenge_.server_mac);
+    if (!proof.ok() || !auth::equal(proof->client_mac, expected)) {
+      core_->auth_failed_.fetch_add(1, std::memory_order_relaxed);
+      reject(v2::RejectCode::kAuthFailed, "the AUTH does not prove the topology secret (R-SEC-1)",
+             /*quiet=*/true);
       return false;
     }
+    state_ = State::kAwaitHello;  // open_session's precondition; it moves to kUp or rejects
+    const v2::Hello hello = *hello_;
+    hello_.reset();
+    return open_session(hello);
+  }
+
+  // ---- end of R-SEC-1 ----
+
+  // §4.2's session rule for an (authenticated, when the server has a key) HELLO.
+  bool open_session(const v2::Hello& hello) {
     bool created = false;
     auto it = core_->sessions_.find(hello.client_session);
     if (it == core_->sessions_.end()) {
@@ -409,9 +473,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // REJECT (structured with a code; the frozen layout without one), then half-close and linger.
-  void reject(std::optional<v2::RejectCode> code, const std::string& reason) {
-    log().warn(absl::StrCat("channel server ", core_->text_, ": rejecting connection #", number_,
-                            ": ", reason));
+  // `quiet`: input can repeat it (R-SEC-1 refusals), so the line is rate-limited.
+  void reject(std::optional<v2::RejectCode> code, const std::string& reason, bool quiet = false) {
+    const std::string line = absl::StrCat("channel server ", core_->text_,
+                                          ": rejecting connection #", number_, ": ", reason);
+    if (quiet) {
+      core_->refusals_.log(log(), runtime::LogLevel::kWarn, line);
+    } else {
+      log().warn(line);
+    }
     state_ = State::kRejected;
     v2::Reject r;
     if (code) r.code = static_cast<uint16_t>(*code);
@@ -481,6 +551,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::chrono::steady_clock::duration linger_for_ = kRejectLinger;  // after a REJECT or GOODBYE
   bool wrote_since_tick_ = false;  // a write started since the last heartbeat tick
   uint64_t pings_ = 0;             // the last PING's token
+  // R-SEC-1, while kAwaitAuth: the HELLO (decoded and as sent) and the CHALLENGE answering it.
+  std::optional<v2::Hello> hello_;
+  std::string hello_body_;
+  v2::Challenge challenge_;
 };
 
 }  // namespace postal::routing::internal::stream_server

@@ -57,6 +57,31 @@ void ServerCore::accept() {
       });
 }
 
+// R-SEC-1: an abstract unix socket has no file mode, so anyone on the host may connect to it;
+// the kernel's record of the peer's credentials (SO_PEERCRED, taken at connect) decides instead.
+bool ServerCore::peer_allowed(Socket& socket) {
+  if (local_.transport() != ChannelAddr::Transport::kIpc) return true;
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return false;  // no credentials: refuse rather than guess
+  }
+  const std::vector<uint32_t>& allowed = options_.allowed_uids;
+  const bool ok = allowed.empty()
+                      ? cred.uid == ::geteuid()
+                      : std::find(allowed.begin(), allowed.end(), cred.uid) != allowed.end();
+  if (!ok) {
+    refused_peer_uid_.fetch_add(1, std::memory_order_relaxed);
+    refusals_.log(log(), runtime::LogLevel::kWarn,
+                  absl::StrCat("channel server ", text_, ": refused a connection from uid ",
+                               cred.uid, " (pid ", cred.pid, "): only ",
+                               allowed.empty() ? absl::StrCat("this server's uid ", ::geteuid())
+                                               : "ChannelOptions::allowed_uids",
+                               " may connect (R-SEC-1)"));
+  }
+  return ok;
+}
+
 void ServerCore::on_accepted(Socket socket) {
   if (connections_.size() >= options_.max_connections) {  // R-FLOW-4: refuse, keep serving
     refused_over_cap_.fetch_add(1, std::memory_order_relaxed);
@@ -67,6 +92,11 @@ void ServerCore::on_accepted(Socket socket) {
     return;
   }
   set_cloexec(socket.native_handle());
+  if (!peer_allowed(socket)) {  // before a byte is read
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
   tune(socket, local_);
   if (log().enabled(runtime::LogLevel::kDebug)) {
     log().debug(absl::StrCat("channel server ", text_, ": accepted connection #",
@@ -228,6 +258,9 @@ ChannelServer::Stats ServerCore::stats() const {
   s.sessions = sessions_open_.load(std::memory_order_relaxed);
   s.sessions_forgotten = sessions_forgotten_.load(std::memory_order_relaxed);
   s.closed_heartbeat_timeout = closed_heartbeat_timeout_.load(std::memory_order_relaxed);
+  s.refused_unauthenticated = refused_unauthenticated_.load(std::memory_order_relaxed);
+  s.auth_failed = auth_failed_.load(std::memory_order_relaxed);
+  s.refused_peer_uid = refused_peer_uid_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -332,6 +365,7 @@ absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io,
   if (ipc_path) {
     if (absl::Status s = stream_server::prepare_ipc_path(io, addr, endpoint); !s.ok()) return s;
   }
+  if (options.key == nullptr) auth::note_unauthenticated("channel server");
   auto core = std::make_shared<ServerCore>(io, addr, deliver_to, ret, options);
   if (absl::Status s = core->listen(endpoint); !s.ok()) return s;
   if (ipc_path) core->set_unlink_path(std::string(addr.path()));

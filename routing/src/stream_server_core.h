@@ -31,8 +31,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "channel_auth.h"
 #include "envelope_codec.h"
 #include "frames_v2.h"
+#include "postal/routing/channel_key.h"
 #include "postal/runtime/log_rate_limit.h"
 #include "postal/wire/absl_compat.h"
 #include "socket_util.h"
@@ -194,6 +196,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void publish_partial();
   // A rate-limited line for closes and refusals that input can repeat.
   void log_bounded(std::string_view what);
+  // R-SEC-1: whether a unix-socket peer's uid (SO_PEERCRED) may connect; true for tcp.
+  bool peer_allowed(Socket& socket);
 
   IoThread& io_;
   ChannelAddr local_;
@@ -222,6 +226,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   Acceptor acceptor_;
   std::string unlink_path_;                          // ipc path to remove on stop
   runtime::LogRateLimit bounded_{absl::Seconds(1)};  // closes and refusals by the bounds
+  runtime::LogRateLimit refusals_{absl::Seconds(1)};  // R-SEC-1 refusals (REJECTs, peer uids)
 
   // Written on the I/O thread, read by stats() on any thread.
   std::atomic<size_t> connections_open_{0};
@@ -237,6 +242,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::atomic<uint64_t> sessions_forgotten_{0};
   std::atomic<uint64_t> closed_heartbeat_timeout_{0};
   absl::Notification drained_;  // after stop(): every connection closed
+  std::atomic<uint64_t> refused_unauthenticated_{0};
+  std::atomic<uint64_t> auth_failed_{0};
+  std::atomic<uint64_t> refused_peer_uid_{0};
 
   // I/O thread only.
   boost::asio::steady_timer sweep_timer_;

@@ -7,12 +7,18 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "postal/routing/channel_client.h"
+#include "postal/routing/channel_key.h"
 #include "gtest/gtest.h"
 #include "postal/routing/host.h"
 #include "postal/routing/workload.h"
+#include "support/wait_for.h"
 
 namespace postal::routing {
 namespace {
@@ -131,6 +137,67 @@ TEST_F(TopologyTest, R_SEC_3_ProcsInheritNoSocketOfTheHostAndSocketFilesArePriva
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "a proc's socket file";
   ASSERT_EQ(::stat(sub.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u) << "the socket folder a node created";
+}
+
+// The bytes of /proc/<pid>/<file> (cmdline, environ).
+std::string proc_file(pid_t pid, const char* file) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/", file), std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// R-SEC-1: `postal up` runs its topology with a secret: every launched proc got it (the
+// workload crosses procs and the gateway, authenticated), and a client without it is refused by
+// a proc and by the gateway (REJECT auth_required: its envelope returns, the channel closes).
+TEST_F(TopologyTest, R_SEC_1_APostalUpTopologyAuthenticatesEveryChannelWithItsSecret) {
+  up(three_procs(*this, [&](const std::string& n) { return ipc(n); }));
+  ASSERT_FALSE(host_->secret().empty());
+  auto r = drive(actor("alpha", "driver"), "ping-pong", {payload_port(actor("beta", "echo"))}, 200);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->error.empty()) << r->error;
+  EXPECT_EQ(r->messages, 200u);
+  IoThread io;
+  for (const ChannelAddr& addr :
+       {host_->find_proc("gamma")->listen, host_->gateways()[0]->listen_addr()}) {
+    SCOPED_TRACE(addr.to_string());
+    auto stranger = ChannelClient::dial(io, addr, host_->proc());  // no key
+    ASSERT_TRUE(stranger.ok()) << stranger.status();
+    (*stranger)->post(runtime::MessageEnvelope::make(host_->client().self_addr(),
+                                                     payload_port(actor("gamma", "echo")),
+                                                     wire::Any::make(Payload{})),
+                      host_->proc());
+    ASSERT_TRUE(test_support::wait_for([&] { return (*stranger)->closed(); }, kDeadline));
+    EXPECT_TRUE((*stranger)->rejected());
+    EXPECT_NE((*stranger)->status().message().find("requires authentication"),
+              std::string_view::npos)
+        << (*stranger)->status();
+  }
+}
+
+// R-SEC-3 with R-SEC-1: the secret reaches a launched proc on an inherited pipe: its argv names
+// the fd, and neither its argv nor its environment holds the secret; the fd is closed once read.
+TEST_F(TopologyTest, R_SEC_3_TheSecretIsInNoChildsArgvOrEnvironment) {
+  up(three_procs(*this, [&](const std::string& n) { return ipc(n); }));
+  const std::string secret = host_->secret();
+  ASSERT_EQ(secret.size(), 32u);
+  const std::string hex = absl::BytesToHexString(secret);
+  for (const LaunchedProc& p : host_->procs()) {
+    SCOPED_TRACE(p.name);
+    const std::string cmdline = proc_file(p.pid, "cmdline");
+    const std::string environ_ = proc_file(p.pid, "environ");
+    ASSERT_FALSE(cmdline.empty());
+    EXPECT_NE(cmdline.find(std::string("--secret-fd\0004", 13)), std::string::npos);
+    for (const std::string* file : {&cmdline, &environ_}) {
+      EXPECT_EQ(file->find(secret), std::string::npos);
+      EXPECT_EQ(file->find(hex), std::string::npos);
+    }
+    std::error_code ec;  // the ready pipe and the secret pipe are closed once used
+    for (const auto& e : std::filesystem::directory_iterator(absl::StrCat("/proc/", p.pid, "/fd"), ec)) {
+      if (std::stoi(e.path().filename().string()) <= 2) continue;  // stdin/out/err: the test's
+      std::error_code link_ec;
+      const std::string target = std::filesystem::read_symlink(e.path(), link_ec).string();
+      EXPECT_NE(target.rfind("pipe:", 0), 0u) << "fd " << e.path().filename() << " is a " << target;
+    }
+  }
 }
 
 TEST_F(TopologyTest, ThreeProcsOverIpcAndTcpWithAGateway) {
@@ -270,6 +337,7 @@ TEST_F(TopologyTest, R_CHAN_2_KillNineMidStreamReturnsWhatWasUnackedAndLosesNoth
   o.listen = ipc("sender");
   o.scheduler.workers = 1;
   o.channel.delivery_timeout = absl::Seconds(1);
+  o.channel.key = *ChannelKey::derive(host_->secret());  // a member of the topology (R-SEC-1)
   auto node = Node::start(std::move(o));
   ASSERT_TRUE(node.ok()) << node.status();
   auto client = *runtime::Client::attach((*node)->proc(), "streamer");

@@ -1,4 +1,4 @@
-// RawPeer: a peer speaking wire v2 frames by hand over a Unix socket, for the protocol edges and
+// RawPeer: a peer speaking wire v2 frames by hand over a Unix or tcp socket, for the protocol edges and
 // the listener bounds of a ChannelServer and the client's handshake (routing/src/frames_v2.h,
 // docs/wire.md).
 //
@@ -16,7 +16,11 @@
 #include <type_traits>
 #include <utility>
 
+#include <unistd.h>
+
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
 
@@ -34,7 +38,13 @@ class RawPeer {
   using LocalSocket = boost::asio::local::stream_protocol::socket;
   static constexpr absl::Duration kWait = absl::Seconds(20);
 
-  explicit RawPeer(LocalSocket socket) : socket_(std::move(socket)) {}
+  using TcpSocket = boost::asio::ip::tcp::socket;
+  explicit RawPeer(LocalSocket socket)
+      : socket_(socket.get_executor(), boost::asio::generic::stream_protocol(AF_UNIX, 0),
+                socket.release()) {}
+  explicit RawPeer(TcpSocket socket)
+      : socket_(socket.get_executor(), boost::asio::generic::stream_protocol(AF_INET, IPPROTO_TCP),
+                socket.release()) {}
 
   // Whether every byte was written (false: the connection is gone).
   bool send(std::string_view bytes) {
@@ -94,7 +104,7 @@ class RawPeer {
     return true;
   }
 
-  LocalSocket socket_;
+  boost::asio::generic::stream_protocol::socket socket_;
   routing::internal::v2::FrameSplitter splitter_{1 << 20};
   bool eof_ = false;
 };
@@ -121,8 +131,14 @@ inline boost::asio::local::stream_protocol::endpoint local_endpoint(
       addr.is_abstract() ? std::string(1, '\0') + path : path);
 }
 
-// A RawPeer connected to the ipc address `addr`.
+// A RawPeer connected to the ipc or (numeric) tcp address `addr`.
 inline RawPeer connect_raw(boost::asio::io_context& ctx, const runtime::ChannelAddr& addr) {
+  if (addr.transport() == runtime::ChannelAddr::Transport::kTcp) {
+    RawPeer::TcpSocket socket(ctx);
+    socket.connect(boost::asio::ip::tcp::endpoint(
+        boost::asio::ip::make_address(std::string(addr.host())), addr.port()));
+    return RawPeer(std::move(socket));
+  }
   RawPeer::LocalSocket socket(ctx);
   socket.connect(local_endpoint(addr));
   return RawPeer(std::move(socket));

@@ -191,6 +191,44 @@ TEST_F(Cli, R_SEC_3_AStateFileLinkIsReplacedNotFollowed) {
   EXPECT_EQ(status.exit_status, 0) << status.output;
 }
 
+// R-SEC-1: `postal up` runs its topology with a secret, recorded in the 0600 state file, and
+// `postal status` authenticates with it; the same state without the secret gets no answer (the
+// procs refuse a client without it).
+TEST_F(Cli, R_SEC_1_PostalStatusJoinsAnAuthenticatedTopologyWithTheStateFilesSecret) {
+  const std::string name = "cli-auth-" + std::to_string(::getpid());
+  auto private_folder = [&](const std::string& run) {
+    const fs::path rundir = dir_ / run;
+    const fs::path folder = rundir / ("postal-" + std::to_string(::geteuid()));
+    fs::create_directories(folder);
+    fs::permissions(folder, fs::perms::owner_all, fs::perm_options::replace);
+    return std::make_pair("XDG_RUNTIME_DIR=" + rundir.string(), folder);
+  };
+  const auto [xdg, folder] = private_folder("run");
+  const fs::path file = dir_ / "t.toml";
+  std::ofstream(file) << "[topology]\nname = \"" << name << "\"\n[[proc]]\nname = \"a\"\n"
+                      << "listen = \"tcp://127.0.0.1:0\"\nworkers = 1\n";
+  BackgroundPostal up({"up", file.string()}, dir_ / "up.txt", {xdg});
+  ASSERT_TRUE(up.wait_for_output("is up", seconds(30))) << up.output();
+  const fs::path state = folder / (name + ".state");
+  EXPECT_EQ(fs::status(state).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  const std::string text = slurp(state);
+  const size_t at = text.find("secret ");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.find('\n', at) - at, 7u + 64u) << "32 bytes, hex";
+  Outcome status = run_postal({"status", name}, dir_ / "status.txt", seconds(30), {xdg});
+  EXPECT_EQ(status.exit_status, 0) << status.output;
+
+  const auto [other_xdg, other_folder] = private_folder("other");
+  std::ofstream(other_folder / (name + ".state"))
+      << text.substr(0, at) << text.substr(text.find('\n', at) + 1);
+  fs::permissions(other_folder / (name + ".state"), fs::perms::owner_read | fs::perms::owner_write,
+                  fs::perm_options::replace);
+  Outcome keyless = run_postal({"status", name}, dir_ / "keyless.txt", seconds(30), {other_xdg});
+  EXPECT_EQ(keyless.exit_status, 1) << keyless.output;
+  EXPECT_NE(keyless.output.find("unreachable"), std::string::npos) << keyless.output;
+}
+
 TEST_F(Cli, R_SEC_3_StateNotOwnedByTheUserIsIgnored) {
   const std::string name = "cli-foreign-" + std::to_string(::getpid());
   const fs::path rundir = dir_ / "run";

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -22,6 +23,8 @@ class io_context;
 }  // namespace boost::asio
 
 namespace postal::routing {
+
+class ChannelKey;  // channel_key.h
 
 // The wire version the ipc and tcp channels speak (docs/wire.md). A peer of another version gets
 // a REJECT naming both.
@@ -97,6 +100,15 @@ struct ChannelOptions {
   // per interval, never per message. heartbeat_timeout is used as at least 3 intervals.
   absl::Duration heartbeat_interval = absl::Seconds(1);
   absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // R-SEC-1 (docs/security.md, docs/wire.md §4.5): the topology's channel key. A server with a
+  // key refuses every connection that does not prove it in the handshake (REJECT auth_required
+  // or auth_failed) before decoding anything else; a client with a key proves it, checks the
+  // server's proof first, and never falls back to an unauthenticated handshake. Without a key
+  // both ends behave as before (unauthenticated) and log that once.
+  std::shared_ptr<const ChannelKey> key;
+  // R-SEC-1: the uids a server accepts on a unix socket (ipc://, checked with SO_PEERCRED on
+  // accept, since an abstract socket has no file mode); empty: the server's own effective uid.
+  std::vector<uint32_t> allowed_uids;
 };
 
 // IoThread: one boost::asio::io_context and the one thread that runs it.

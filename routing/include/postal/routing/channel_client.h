@@ -48,6 +48,12 @@
 //   After that every post fails at once with ChannelClosed; a dial router evicts a closed client
 //   and dials again (R-ROUTE-3). `status()` says why it closed.
 //
+// Authentication (R-SEC-1, docs/wire.md §4.5): with ChannelOptions::key the client sends HELLO
+// auth_mode 1, checks the server's CHALLENGE proof before it sends its own AUTH, and never falls
+// back to an unauthenticated handshake. A server that cannot prove the key, or REJECTs
+// (auth_required, auth_failed, auth_unsupported), closes the channel for good: pending
+// envelopes return ChannelClosed, `rejected()` is true, `status()` says why.
+//
 // Envelopes that fail asynchronously go to the `returns` handle given to `dial`; envelopes that
 // fail inside `post_unchecked` go to the handle passed with them. Failure targets are the
 // envelope's next hop; the detail names the channel address. `returns` must outlive the client,

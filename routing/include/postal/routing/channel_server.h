@@ -36,6 +36,15 @@
 // nor spins, and serves again when descriptors free up. These closes are logged rate-limited and
 // counted in `stats()`.
 //
+// Authentication (R-SEC-1, docs/wire.md §4.5, docs/security.md): with ChannelOptions::key the
+// server answers a HELLO with CHALLENGE and decodes nothing else — no session, no envelope —
+// until the client's AUTH proves the key; a HELLO without authentication gets REJECT
+// auth_required, a wrong AUTH REJECT auth_failed (both counted in `stats()` and logged
+// rate-limited). On unix sockets (ipc://, abstract ones included) it checks the peer's uid with
+// SO_PEERCRED on accept and closes a uid not in ChannelOptions::allowed_uids (default: its own)
+// before reading a byte (`stats().refused_peer_uid`). Without a key it is unauthenticated, as
+// before, and logs that once per process.
+//
 // Thread safety: all socket work runs on the IoThread; `deliver_to` is called from it (inproc:
 // from the posting thread). `deliver_to` and `ret` must outlive the server, and the server must
 // be destroyed before its IoThread. Destruction stops listening and processing frames, then says
@@ -85,6 +94,10 @@ class ChannelServer {
     uint64_t sessions_forgotten = 0;         // by session_linger or max_sessions
     // Heartbeats (R-FLOW-4): connections closed for silence past heartbeat_timeout.
     uint64_t closed_heartbeat_timeout = 0;
+    // R-SEC-1: handshakes refused for authentication, and ipc peers of another uid.
+    uint64_t refused_unauthenticated = 0;  // a HELLO without auth (server has a key): auth_required
+    uint64_t auth_failed = 0;              // an AUTH whose MAC did not verify: auth_failed
+    uint64_t refused_peer_uid = 0;         // SO_PEERCRED: a uid not in allowed_uids
   };
   // Any thread; each field is read on its own (not one snapshot).
   virtual Stats stats() const { return {}; }

@@ -20,6 +20,11 @@
 // ChannelOptions::idle_client_timeout (60 s), no post in progress — is evicted by a sweep on the
 // I/O thread (every quarter of the timeout, 10 ms–10 s), so procs that talk once to throwaway
 // peers (`postal status`) do not keep a client per peer for good.
+//
+// R-SEC-2 (no open relay): `booked_only()` is the same router restricted to its address book. A
+// Node routes what arrives over its channel server through it, so an envelope from the network
+// naming a location that is not among the proc's routes returns Transport(NoRoute) to its
+// sender and nothing is dialed for it; what local actors send dials as above.
 #pragma once
 
 #include <memory>
@@ -48,7 +53,22 @@ class DialRouter final : public runtime::MailboxSender {
 
   void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
 
+  // R-SEC-2: posts only to next hops the address book names; others fail with NoRoute.
+  runtime::MailboxSender& booked_only() { return booked_only_; }
+
  private:
+  class BookedOnly final : public runtime::MailboxSender {
+   public:
+    explicit BookedOnly(DialRouter& router) : router_(router) {}
+    void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override {
+      router_.route(std::move(env), ret, /*booked_only=*/true);
+    }
+
+   private:
+    DialRouter& router_;
+  };
+  void route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, bool booked_only);
+
   struct Cached {
     std::shared_ptr<ChannelClient> client;
     absl::Time last_post;
@@ -72,6 +92,7 @@ class DialRouter final : public runtime::MailboxSender {
   absl::flat_hash_map<runtime::ChannelAddr, Cached> clients_ ABSL_GUARDED_BY(mu_);
   size_t dials_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Sweeper> sweeper_;
+  BookedOnly booked_only_{*this};
 };
 
 }  // namespace postal::routing

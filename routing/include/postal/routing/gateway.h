@@ -51,8 +51,13 @@ class Gateway final : public runtime::MailboxSender {
   runtime::ProcAddr advertise(const runtime::ProcId& proc) const;
 
   void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
+  // R-SEC-2: routes an envelope that arrived over the network: as post_unchecked, with
+  // `foreign` in place of the forwarder (a Node passes its dial router's booked_only()).
+  void post_from_network(runtime::EnvelopePtr env, runtime::ReturnHandle& ret,
+                         runtime::MailboxSender& foreign);
 
  private:
+  void route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, runtime::MailboxSender* foreign);
   void no_route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, std::string why);
 
   const runtime::Uid uid_;

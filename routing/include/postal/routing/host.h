@@ -48,6 +48,13 @@ struct HostOptions {
   // On teardown a child gets SIGTERM, then SIGKILL if it is still there after this long.
   absl::Duration teardown_grace = absl::Seconds(3);
   ChannelOptions channel;  // for the gateways' channels and, as flags, the procs'
+  // R-SEC-1 (docs/security.md): the topology secret every gateway and proc of this host
+  // authenticates its channels with (its key replaces channel.key). Empty: `up` draws a fresh
+  // one (32 bytes, getrandom) unless `authenticate` is false, which runs the topology
+  // unauthenticated as before issue 10. Launched procs receive it on an inherited pipe
+  // (--secret-fd), never in argv or the environment.
+  bool authenticate = true;
+  std::string secret;
   int proc_workers = 0;    // default workers for procs that do not say (0: one per core)
   std::function<void(const std::string&)> log;  // progress lines; may be empty
   // When >= 0, an fd that becomes readable (an eventfd, a pipe) when the caller wants the host to
@@ -99,8 +106,13 @@ class Host {
   // Stops every child (SIGTERM, then SIGKILL after a grace period) and the gateways.
   void teardown();
 
+  // R-SEC-1: the topology secret (empty when the topology runs unauthenticated), for the state
+  // file that lets `postal status` and `postal mail` of the same user join (docs/security.md).
+  const std::string& secret() const { return options_.secret; }
+
  private:
   explicit Host(TopologySpec spec, HostOptions options);
+  absl::Status make_key();
   absl::Status start_gateways();
   absl::Status launch(LaunchedProc& proc, const ProcSpec& spec);
   absl::Status spawn_actors();

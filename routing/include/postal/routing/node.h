@@ -9,6 +9,13 @@
 //
 // Envelopes that come back asynchronously (a channel's ack timeout, a closed session) are
 // returned through the node's proc, so they reach their senders like any undeliverable.
+//
+// R-SEC-2 (no open relay): what arrives over the channel server is routed only along the routes
+// the node was given — its own proc, its gateway's attached procs and peers, its dial router's
+// address book; an envelope naming any other location returns Transport(NoRoute) to its sender
+// and nothing is dialed for it. What the node's own actors send (replies included) dials its
+// destination as before. R-SEC-1: `channel.key` authenticates every channel of the node (its
+// server refuses connections without the key; its clients prove it); docs/security.md.
 #pragma once
 
 #include <atomic>
@@ -83,11 +90,22 @@ class Node {
     std::atomic<runtime::ReturnHandle*> ret_{nullptr};
   };
 
+  // R-SEC-2: what the channel server delivers into (through the relay).
+  class Ingress final : public runtime::MailboxSender {
+   public:
+    explicit Ingress(Node& node) : node_(node) {}
+    void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
+
+   private:
+    Node& node_;
+  };
+
   Node() = default;
 
   IoThread io_;
   ChannelOptions channel_;
   Relay relay_;
+  Ingress ingress_{*this};
   std::vector<std::unique_ptr<ChannelClient>> peers_;
   std::unique_ptr<DialRouter> dial_;
   std::unique_ptr<Gateway> gateway_;
