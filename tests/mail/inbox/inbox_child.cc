@@ -3,13 +3,19 @@
 //   inbox_child accept FILE PREFIX N
 //       accepts messages PREFIX0 … PREFIX<N-1> (consumer "c", source "s", global scope) and
 //       prints "accepted ID" or "duplicate ID" for each; "error …" on failure.
+//   inbox_child work FILE
+//       runs a worker for consumer "c" whose handler inserts the record's message id into table
+//       `effect`, prints "in-handler ID" and then blocks inside its transaction until killed.
 // Output is line-buffered, so every complete line is a fact that held.
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "postal/mail/inbox.h"
+#include "postal/mail/inbox_worker.h"
 
 namespace mail = postal::mail;
 
@@ -38,6 +44,24 @@ int accept_many(mail::Inbox& inbox, const std::string& prefix, int n) {
   return 0;
 }
 
+int work(mail::Inbox& inbox) {
+  std::vector<mail::HandlerRegistration> handlers;
+  handlers.push_back({.consumer = "c",
+                      .supports = {{"t", 1}},
+                      .handler = [](std::string_view, mail::HandlerContext& ctx) -> absl::Status {
+                        absl::Status s = ctx.tx.execute("INSERT INTO effect (message_id) VALUES (?)",
+                                                        {ctx.record.message.message_id});
+                        if (!s.ok()) return s;
+                        say(absl::StrCat("in-handler ", ctx.record.message.message_id));
+                        while (true) ::pause();  // killed here, inside the transaction
+                      }});
+  auto worker = mail::InboxWorker::create(inbox, std::move(handlers));
+  if (!worker.ok()) return say(absl::StrCat("error ", worker.status().ToString())), 1;
+  absl::StatusOr<mail::ProcessResult> r = (*worker)->run_once();
+  say(r.ok() ? std::string("returned") : absl::StrCat("error ", r.status().ToString()));
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,7 +72,8 @@ int main(int argc, char** argv) {
     if (args.size() == 4 && args[0] == "accept") {
       return accept_many(**inbox, args[2], std::stoi(args[3]));
     }
+    if (args.size() == 2 && args[0] == "work") return work(**inbox);
   }
-  std::fputs("usage: inbox_child accept FILE PREFIX N\n", stderr);
+  std::fputs("usage: inbox_child accept FILE PREFIX N | work FILE\n", stderr);
   return 2;
 }
