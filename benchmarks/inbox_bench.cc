@@ -11,7 +11,6 @@
 //                                        token-guarded completion
 //   tier 0 = os (synchronous=NORMAL), 1 = disk (synchronous=FULL).
 // Build and smoke-run only on a shared machine; measure on a quiet one.
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +20,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
@@ -62,8 +63,9 @@ sqlite3* raw_connect(const std::filesystem::path& file, Durability tier) {
   sqlite3_open(file.c_str(), &db);
   sqlite3_busy_timeout(db, 10000);
   sqlite3_exec(db, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);
-  sqlite3_exec(db, tier == Durability::kDisk ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
-               nullptr, nullptr, nullptr);
+  sqlite3_exec(
+      db, tier == Durability::kDisk ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
+      nullptr, nullptr, nullptr);
   return db;
 }
 
@@ -182,8 +184,10 @@ void BM_BaselineProcess(benchmark::State& state) {
                  "CREATE TABLE effect (message_id TEXT); BEGIN;",
                  nullptr, nullptr, nullptr);
     for (int i = 0; i < kRecords; ++i) {
-      sqlite3_exec(setup, absl::StrCat("INSERT INTO work (status, message_id) VALUES ('P', 'm-", i, "')").c_str(),
-                   nullptr, nullptr, nullptr);
+      sqlite3_exec(
+          setup,
+          absl::StrCat("INSERT INTO work (status, message_id) VALUES ('P', 'm-", i, "')").c_str(),
+          nullptr, nullptr, nullptr);
     }
     sqlite3_exec(setup, "COMMIT", nullptr, nullptr, nullptr);
     sqlite3_close(setup);
@@ -195,10 +199,14 @@ void BM_BaselineProcess(benchmark::State& state) {
       threads.emplace_back([&] {
         sqlite3* db = raw_connect(file, tier_of(state));
         sqlite3_stmt *pick, *claim, *effect, *complete;
-        sqlite3_prepare_v2(db, "SELECT id, message_id FROM work WHERE status = 'P' LIMIT ?", -1, &pick, nullptr);
-        sqlite3_prepare_v2(db, "UPDATE work SET status = 'R', token = ?, lease_ms = 0 WHERE id = ?", -1, &claim, nullptr);
+        sqlite3_prepare_v2(db, "SELECT id, message_id FROM work WHERE status = 'P' LIMIT ?", -1,
+                           &pick, nullptr);
+        sqlite3_prepare_v2(db, "UPDATE work SET status = 'R', token = ?, lease_ms = 0 WHERE id = ?",
+                           -1, &claim, nullptr);
         sqlite3_prepare_v2(db, "INSERT INTO effect (message_id) VALUES (?)", -1, &effect, nullptr);
-        sqlite3_prepare_v2(db, "UPDATE work SET status = 'C', token = NULL WHERE id = ? AND token = ?", -1, &complete, nullptr);
+        sqlite3_prepare_v2(db,
+                           "UPDATE work SET status = 'C', token = NULL WHERE id = ? AND token = ?",
+                           -1, &complete, nullptr);
         while (done.load() < kRecords) {
           std::vector<std::pair<int64_t, std::string>> rows;
           const int64_t token = tokens++;
@@ -223,7 +231,8 @@ void BM_BaselineProcess(benchmark::State& state) {
           while (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
           }
           for (const auto& r : rows) {
-            sqlite3_bind_text(effect, 1, r.second.data(), static_cast<int>(r.second.size()), SQLITE_TRANSIENT);
+            sqlite3_bind_text(effect, 1, r.second.data(), static_cast<int>(r.second.size()),
+                              SQLITE_TRANSIENT);
             run(effect);
             sqlite3_bind_int64(complete, 1, r.first);
             sqlite3_bind_int64(complete, 2, token);

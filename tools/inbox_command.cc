@@ -14,10 +14,9 @@
 namespace postal::tools {
 namespace {
 
-constexpr mail::InboxStatus kStatuses[] = {mail::InboxStatus::kPending,
-                                           mail::InboxStatus::kProcessing,
-                                           mail::InboxStatus::kCompleted,
-                                           mail::InboxStatus::kRetryable, mail::InboxStatus::kDead};
+constexpr mail::InboxStatus kStatuses[] = {
+    mail::InboxStatus::kPending, mail::InboxStatus::kProcessing, mail::InboxStatus::kCompleted,
+    mail::InboxStatus::kRetryable, mail::InboxStatus::kDead};
 
 int fail(const std::string& what) {
   std::fprintf(stderr, "postal inbox: %s\n", what.c_str());
@@ -37,7 +36,8 @@ int print_status(const std::string& file, const mail::InboxStatusReport& report,
     out["consumers"] = nlohmann::json::object();
     for (const auto& [consumer, counts] : report.counts) {
       nlohmann::json& c = out["consumers"][consumer];
-      for (mail::InboxStatus s : kStatuses) c[std::string(mail::to_string(s))] = count_of(counts, s);
+      for (mail::InboxStatus s : kStatuses)
+        c[std::string(mail::to_string(s))] = count_of(counts, s);
     }
     if (report.oldest_pending) {
       out["oldest_pending_at"] = mail::format_iso8601(*report.oldest_pending);

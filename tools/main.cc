@@ -5,7 +5,7 @@
 //   postal status [NAME]        procs, actors, queue depths and failures of a running topology
 //   postal bench [...]          benchmark routing beside raw sockets, CAF and NATS
 //   postal mail VERB [ADDR]     post|fetch|peek|status|create|delete|list|subscribe (mail_command.cc)
-//   postal inbox VERB FILE      status [--json] | retry [--consumer C] of an inbox file (inbox_command.cc)
+//   postal inbox VERB FILE      status [--json] | retry [--consumer C] (inbox_command.cc)
 //   postal proc --name ...      (used by hosts) run one proc; see routing/proc_main.h
 //   postal version              the version and the wire version (also `postal --version`)
 //

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "postal/wire/absl_compat.h"
 #include "postal/mail/inbox_errors.h"
+#include "postal/wire/absl_compat.h"
 
 namespace postal::mail {
 namespace {
@@ -63,13 +63,27 @@ void write_string(std::string& out, std::string_view s) {
   for (char c : s) {
     const auto u = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (u < 0x20) {
           out += "\\u00";
@@ -226,10 +240,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = text_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= c - '0';
-      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-      else return fail("an invalid \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        v |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        v |= c - 'A' + 10;
+      else
+        return fail("an invalid \\u escape");
     }
     return v;
   }
@@ -241,10 +259,14 @@ class Parser {
     int n = 0;
     uint32_t cp = 0, min = 0;
     if (b0 < 0x80) return ++pos_, b0;
-    if ((b0 & 0xE0) == 0xC0) n = 1, cp = b0 & 0x1F, min = 0x80;
-    else if ((b0 & 0xF0) == 0xE0) n = 2, cp = b0 & 0x0F, min = 0x800;
-    else if ((b0 & 0xF8) == 0xF0) n = 3, cp = b0 & 0x07, min = 0x10000;
-    else return fail("invalid UTF-8");
+    if ((b0 & 0xE0) == 0xC0)
+      n = 1, cp = b0 & 0x1F, min = 0x80;
+    else if ((b0 & 0xF0) == 0xE0)
+      n = 2, cp = b0 & 0x0F, min = 0x800;
+    else if ((b0 & 0xF8) == 0xF0)
+      n = 3, cp = b0 & 0x07, min = 0x10000;
+    else
+      return fail("invalid UTF-8");
     if (text_.size() - pos_ <= static_cast<size_t>(n)) return fail("truncated UTF-8");
     for (int i = 1; i <= n; ++i) {
       const auto b = static_cast<unsigned char>(text_[pos_ + i]);
@@ -275,14 +297,30 @@ class Parser {
         if (at_end()) return fail("an unterminated escape");
         const char e = text_[pos_++];
         switch (e) {
-          case '"': cp = '"'; break;
-          case '\\': cp = '\\'; break;
-          case '/': cp = '/'; break;
-          case 'b': cp = '\b'; break;
-          case 'f': cp = '\f'; break;
-          case 'n': cp = '\n'; break;
-          case 'r': cp = '\r'; break;
-          case 't': cp = '\t'; break;
+          case '"':
+            cp = '"';
+            break;
+          case '\\':
+            cp = '\\';
+            break;
+          case '/':
+            cp = '/';
+            break;
+          case 'b':
+            cp = '\b';
+            break;
+          case 'f':
+            cp = '\f';
+            break;
+          case 'n':
+            cp = '\n';
+            break;
+          case 'r':
+            cp = '\r';
+            break;
+          case 't':
+            cp = '\t';
+            break;
           case 'u': {
             absl::StatusOr<uint32_t> u = hex4();
             if (!u.ok()) return u.status();

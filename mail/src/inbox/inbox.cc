@@ -1,20 +1,19 @@
 // Inbox: open, accept (M-INBOX-1, M-INBOX-2), and the operator queries.
 #include "postal/mail/inbox.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "../store/store_file.h"
 #include "absl/strings/str_cat.h"
-#include "postal/wire/absl_compat.h"
 #include "inbox_rows.h"
 #include "inbox_schema.h"
 #include "postal/mail/inbox_errors.h"
 #include "postal/mail/inbox_fingerprint.h"
 #include "postal/mail/mail_errors.h"
+#include "postal/wire/absl_compat.h"
 
 namespace postal::mail {
 
@@ -28,11 +27,16 @@ std::string to_string(const InboxScope& scope) {
 
 std::string_view to_string(InboxStatus status) {
   switch (status) {
-    case InboxStatus::kPending: return "PENDING";
-    case InboxStatus::kProcessing: return "PROCESSING";
-    case InboxStatus::kCompleted: return "COMPLETED";
-    case InboxStatus::kRetryable: return "RETRYABLE";
-    case InboxStatus::kDead: return "DEAD";
+    case InboxStatus::kPending:
+      return "PENDING";
+    case InboxStatus::kProcessing:
+      return "PROCESSING";
+    case InboxStatus::kCompleted:
+      return "COMPLETED";
+    case InboxStatus::kRetryable:
+      return "RETRYABLE";
+    case InboxStatus::kDead:
+      return "DEAD";
   }
   return "?";
 }
@@ -171,8 +175,7 @@ absl::StatusOr<AcceptReceipt> Inbox::accept(const InboxMessage& m) {
   }
   absl::StatusOr<std::string> payload = canonical_json(m.payload, options_.limits);
   if (!payload.ok()) return payload.status();
-  const std::string fingerprint =
-      fingerprint_canonical(m.event_type, m.schema_version, *payload);
+  const std::string fingerprint = fingerprint_canonical(m.event_type, m.schema_version, *payload);
   const std::string metadata = inbox::encode_metadata(m.metadata);
   const int64_t now = inbox::to_ms(clock_->now());
 
@@ -256,8 +259,8 @@ absl::StatusOr<std::optional<InboxRecord>> Inbox::record(int64_t id) {
 absl::StatusOr<InboxStatusReport> Inbox::status() {
   absl::MutexLock lock(&mu_);
   InboxStatusReport report;
-  absl::StatusOr<Stmt*> q = db_->prepare(
-      "SELECT consumer, status, count(*) FROM inbox GROUP BY consumer, status");
+  absl::StatusOr<Stmt*> q =
+      db_->prepare("SELECT consumer, status, count(*) FROM inbox GROUP BY consumer, status");
   if (!q.ok()) return q.status();
   while (true) {
     absl::StatusOr<bool> row = (*q)->step();
@@ -267,8 +270,8 @@ absl::StatusOr<InboxStatusReport> Inbox::status() {
       report.counts[(*q)->text(0)][*s] = (*q)->int64(2);
     }
   }
-  absl::StatusOr<Stmt*> oldest = db_->prepare(
-      "SELECT min(accepted_ms) FROM inbox WHERE status IN ('PENDING', 'RETRYABLE')");
+  absl::StatusOr<Stmt*> oldest =
+      db_->prepare("SELECT min(accepted_ms) FROM inbox WHERE status IN ('PENDING', 'RETRYABLE')");
   if (!oldest.ok()) return oldest.status();
   absl::StatusOr<bool> row = (*oldest)->step();
   if (!row.ok()) return row.status();

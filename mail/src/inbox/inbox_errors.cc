@@ -31,9 +31,7 @@ bool IsInvalidPayload(const absl::Status& status) { return is_named(status, "Inv
 absl::Status IdentityConflictError(std::string_view detail) {
   return named(absl::StatusCode::kAlreadyExists, "IdentityConflict", detail);
 }
-bool IsIdentityConflict(const absl::Status& status) {
-  return is_named(status, "IdentityConflict");
-}
+bool IsIdentityConflict(const absl::Status& status) { return is_named(status, "IdentityConflict"); }
 
 absl::Status InboxPermanentError(std::string_view detail) {
   return named(absl::StatusCode::kFailedPrecondition, "InboxPermanent", detail);

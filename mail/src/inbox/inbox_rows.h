@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "../store/sqlite_db.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "../store/sqlite_db.h"
 #include "postal/mail/inbox.h"
 #include "postal/mail/sqlite_mail_store.h"
 

@@ -60,10 +60,9 @@ absl::Status migrate_inbox(store::Db& db) {
   absl::StatusOr<int64_t> version = db.pragma("user_version");
   if (!version.ok()) return version.status();
   if ((*app != 0 && *app != kApplicationId) || (*app == 0 && *version != 0)) {
-    return IoFailedError(absl::StrCat("'", db.path().string(),
-                                      "' is a SQLite database of another kind (application_id ",
-                                      *app, ", user_version ", *version,
-                                      "), not an inbox; open an inbox file; nothing was changed"));
+    return IoFailedError(absl::StrCat(
+        "'", db.path().string(), "' is a SQLite database of another kind (application_id ", *app,
+        ", user_version ", *version, "), not an inbox; open an inbox file; nothing was changed"));
   }
   if (*version > kInboxSchemaVersion) {
     return IoFailedError(absl::StrCat(

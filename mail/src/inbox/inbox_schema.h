@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "absl/status/status.h"
 #include "../store/sqlite_db.h"
+#include "absl/status/status.h"
 
 namespace postal::mail::inbox {
 

@@ -3,8 +3,8 @@
 #include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
-#include "postal/wire/absl_compat.h"
 #include "postal/mail/mail_errors.h"
+#include "postal/wire/absl_compat.h"
 
 namespace postal::mail {
 namespace {
@@ -15,13 +15,16 @@ class Statement {
   ~Statement() { sqlite3_finalize(stmt_); }
   absl::Status prepare(sqlite3* db, std::string_view sql, const std::vector<SqlValue>& params) {
     db_ = db;
-    const int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
+    const int rc =
+        sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
     if (rc != SQLITE_OK) return error(rc, sql);
     for (size_t i = 0; i < params.size(); ++i) {
       const int at = static_cast<int>(i + 1);
       const SqlValue& p = params[i];
-      if (std::holds_alternative<int64_t>(p)) sqlite3_bind_int64(stmt_, at, std::get<int64_t>(p));
-      else if (std::holds_alternative<double>(p)) sqlite3_bind_double(stmt_, at, std::get<double>(p));
+      if (std::holds_alternative<int64_t>(p))
+        sqlite3_bind_int64(stmt_, at, std::get<int64_t>(p));
+      else if (std::holds_alternative<double>(p))
+        sqlite3_bind_double(stmt_, at, std::get<double>(p));
       else if (std::holds_alternative<std::string>(p)) {
         const std::string& s = std::get<std::string>(p);
         sqlite3_bind_text64(stmt_, at, s.data(), s.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
@@ -40,9 +43,15 @@ class Statement {
       SqlRow row;
       for (int c = 0; c < sqlite3_column_count(stmt_); ++c) {
         switch (sqlite3_column_type(stmt_, c)) {
-          case SQLITE_INTEGER: row.emplace_back(int64_t{sqlite3_column_int64(stmt_, c)}); break;
-          case SQLITE_FLOAT: row.emplace_back(sqlite3_column_double(stmt_, c)); break;
-          case SQLITE_NULL: row.emplace_back(nullptr); break;
+          case SQLITE_INTEGER:
+            row.emplace_back(int64_t{sqlite3_column_int64(stmt_, c)});
+            break;
+          case SQLITE_FLOAT:
+            row.emplace_back(sqlite3_column_double(stmt_, c));
+            break;
+          case SQLITE_NULL:
+            row.emplace_back(nullptr);
+            break;
           default: {
             const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, c));
             row.emplace_back(p == nullptr ? std::string()

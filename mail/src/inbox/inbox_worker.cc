@@ -2,19 +2,19 @@
 // (M-INBOX-3; the design is in inbox_worker.h).
 #include "postal/mail/inbox_worker.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <exception>
 #include <map>
 #include <set>
 
+#include <sqlite3.h>
+
 #include "absl/strings/str_cat.h"
-#include "postal/wire/absl_compat.h"
 #include "absl/strings/str_join.h"
 #include "inbox_rows.h"
 #include "postal/mail/inbox_errors.h"
 #include "postal/mail/system_headers.h"
+#include "postal/wire/absl_compat.h"
 
 namespace postal::mail {
 
@@ -80,8 +80,8 @@ absl::StatusOr<std::unique_ptr<InboxWorker>> InboxWorker::create(
   impl->db = *std::move(db);
   std::vector<std::string> marks(impl->handlers.size(), "?");
   impl->claim_sql = absl::StrCat(
-      "SELECT ", sv(inbox::kRecordColumns),
-      " FROM inbox WHERE consumer IN (", absl::StrJoin(marks, ", "),
+      "SELECT ", sv(inbox::kRecordColumns), " FROM inbox WHERE consumer IN (",
+      absl::StrJoin(marks, ", "),
       ") AND status IN ('PENDING', 'RETRYABLE', 'PROCESSING') AND next_attempt_ms <= ? "
       "ORDER BY next_attempt_ms, id LIMIT ?");
   return std::unique_ptr<InboxWorker>(new InboxWorker(std::move(impl)));
@@ -114,8 +114,9 @@ absl::StatusOr<std::vector<InboxClaim>> InboxWorker::claim() {
         absl::StatusOr<Stmt*> dead = w.db->prepare(
             "UPDATE inbox SET status = 'DEAD', claim_token = NULL, last_error = ? WHERE id = ?");
         if (!dead.ok()) return dead.status();
-        (*dead)->bind_text(1, absl::StrCat("attempt budget (", w.options.max_attempts,
-                                           ") spent: the last lease ended without an outcome"))
+        (*dead)
+            ->bind_text(1, absl::StrCat("attempt budget (", w.options.max_attempts,
+                                        ") spent: the last lease ended without an outcome"))
             .bind(2, r.id);
         if (absl::Status d = (*dead)->run(); !d.ok()) return d;
         continue;
@@ -149,9 +150,15 @@ absl::Status InboxWorker::Impl::write_outcome(const InboxClaim& c, std::string_v
       "WHERE id = ? AND claim_token = ? AND status = 'PROCESSING' AND next_attempt_ms >= ?");
   if (!u.ok()) return u.status();
   (*u)->bind_text(1, status).bind(2, next_ms);
-  if (error.empty()) (*u)->bind_null(3);
-  else (*u)->bind_text(3, error);
-  (*u)->bind_text(4, status).bind(5, now_ms).bind(6, c.record.id).bind_text(7, c.token).bind(8, now_ms);
+  if (error.empty())
+    (*u)->bind_null(3);
+  else
+    (*u)->bind_text(3, error);
+  (*u)->bind_text(4, status)
+      .bind(5, now_ms)
+      .bind(6, c.record.id)
+      .bind_text(7, c.token)
+      .bind(8, now_ms);
   if (absl::Status s = (*u)->run(); !s.ok()) return s;
   *applied = db->changes() == 1;
   return absl::OkStatus();
@@ -166,9 +173,9 @@ absl::Status InboxWorker::Impl::process_one(const InboxClaim& c, const std::atom
   bool applied = false;
   if (std::find(reg.supports.begin(), reg.supports.end(), schema) == reg.supports.end()) {
     // M-INBOX-3: an event the consumer's handler does not understand will never succeed.
-    const std::string why = absl::StrCat("unsupported event type '", schema.event_type,
-                                         "' schema version ", schema.schema_version,
-                                         " for consumer '", reg.consumer, "'");
+    const std::string why =
+        absl::StrCat("unsupported event type '", schema.event_type, "' schema version ",
+                     schema.schema_version, " for consumer '", reg.consumer, "'");
     const int64_t now_ms = inbox::to_ms(started);
     if (absl::Status s = write_outcome(c, "DEAD", now_ms, why, now_ms, &applied); !s.ok()) return s;
     ++(applied ? result.dead : result.stale);
@@ -196,9 +203,9 @@ absl::Status InboxWorker::Impl::process_one(const InboxClaim& c, const std::atom
   const bool was_cancelled = cancel.load();
   if (outcome.ok() && was_cancelled) outcome = absl::CancelledError("the worker was cancelled");
   if (outcome.ok() && now > context.deadline) {
-    outcome = absl::DeadlineExceededError(absl::StrCat(
-        "the handler returned after its deadline (", absl::FormatDuration(now - context.deadline),
-        " late); its commit was refused"));
+    outcome = absl::DeadlineExceededError(absl::StrCat("the handler returned after its deadline (",
+                                                       absl::FormatDuration(now - context.deadline),
+                                                       " late); its commit was refused"));
   }
   if (outcome.ok()) {
     if (absl::Status s = write_outcome(c, "COMPLETED", now_ms, "", now_ms, &applied); !s.ok()) {
@@ -215,8 +222,8 @@ absl::Status InboxWorker::Impl::process_one(const InboxClaim& c, const std::atom
   }
   if (absl::Status s = db->exec("ROLLBACK TO inbox_record"); !s.ok()) return s;
   if (absl::Status s = db->exec("RELEASE inbox_record"); !s.ok()) return s;
-  const bool dead = IsInboxPermanent(outcome) ||
-                    (c.record.attempts >= options.max_attempts && !was_cancelled);
+  const bool dead =
+      IsInboxPermanent(outcome) || (c.record.attempts >= options.max_attempts && !was_cancelled);
   absl::Duration backoff = options.backoff_base;
   for (int64_t i = 1; i < c.record.attempts && backoff < options.backoff_max; ++i) backoff *= 2;
   backoff = was_cancelled ? absl::ZeroDuration() : std::min(backoff, options.backoff_max);
@@ -226,9 +233,12 @@ absl::Status InboxWorker::Impl::process_one(const InboxClaim& c, const std::atom
       !s.ok()) {
     return s;
   }
-  if (!applied) ++result.stale;
-  else if (was_cancelled) ++result.cancelled;
-  else ++(dead ? result.dead : result.retryable);
+  if (!applied)
+    ++result.stale;
+  else if (was_cancelled)
+    ++result.cancelled;
+  else
+    ++(dead ? result.dead : result.retryable);
   return absl::OkStatus();
 }
 

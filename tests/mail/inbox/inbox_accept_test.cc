@@ -62,8 +62,8 @@ TEST_F(InboxTest, M_INBOX_1_EachIdentityComponentMakesAnotherRecord) {
   for (const InboxMessage& m : {other_scope, global, other_source, other_consumer, other_id}) {
     absl::StatusOr<AcceptReceipt> r = inbox->accept(m);
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->kind, Kind::kAccepted) << to_string(m.scope) << " " << m.source << " "
-                                        << m.consumer << " " << m.message_id;
+    EXPECT_EQ(r->kind, Kind::kAccepted)
+        << to_string(m.scope) << " " << m.source << " " << m.consumer << " " << m.message_id;
   }
 }
 
@@ -130,7 +130,8 @@ TEST_F(InboxTest, M_STORE_1_RefusesAFifoAndAMailStoreFile) {
   ASSERT_TRUE(SqliteMailStore::open(dir_ / "mail.db").ok());
   absl::StatusOr<std::unique_ptr<Inbox>> wrong = Inbox::open(dir_ / "mail.db");
   ASSERT_FALSE(wrong.ok());
-  EXPECT_NE(std::string(wrong.status().message()).find("not an inbox"), std::string::npos) << wrong.status();
+  EXPECT_NE(std::string(wrong.status().message()).find("not an inbox"), std::string::npos)
+      << wrong.status();
 }
 
 TEST_F(InboxTest, StatusCountsByConsumerAndOldestPending) {

@@ -39,7 +39,8 @@ int accept_many(mail::Inbox& inbox, const std::string& prefix, int n) {
     m.payload = std::string(R"({"n":1})");
     absl::StatusOr<mail::AcceptReceipt> r = inbox.accept(m);
     if (!r.ok()) return say(absl::StrCat("error ", r.status().ToString())), 1;
-    say(absl::StrCat(r->kind == mail::AcceptReceipt::Kind::kAccepted ? "accepted " : "duplicate ", id));
+    say(absl::StrCat(r->kind == mail::AcceptReceipt::Kind::kAccepted ? "accepted " : "duplicate ",
+                     id));
   }
   return 0;
 }
@@ -49,8 +50,9 @@ int work(mail::Inbox& inbox) {
   handlers.push_back({.consumer = "c",
                       .supports = {{"t", 1}},
                       .handler = [](std::string_view, mail::HandlerContext& ctx) -> absl::Status {
-                        absl::Status s = ctx.tx.execute("INSERT INTO effect (message_id) VALUES (?)",
-                                                        {ctx.record.message.message_id});
+                        absl::Status s =
+                            ctx.tx.execute("INSERT INTO effect (message_id) VALUES (?)",
+                                           {ctx.record.message.message_id});
                         if (!s.ok()) return s;
                         say(absl::StrCat("in-handler ", ctx.record.message.message_id));
                         while (true) ::pause();  // killed here, inside the transaction

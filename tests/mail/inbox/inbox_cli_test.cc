@@ -1,7 +1,6 @@
 // `postal inbox status|retry FILE`, the real binary as a subprocess: counts by consumer and
 // status, the oldest pending record, JSON, and DEAD records moved back (M-INBOX-3).
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include "inbox_test_support.h"

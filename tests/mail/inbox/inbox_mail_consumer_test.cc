@@ -3,9 +3,8 @@
 // not store it (M-INBOX-1, seed 001 "accept before acknowledging").
 #include "postal/mail/inbox_mail_consumer.h"
 
-#include <sqlite3.h>
-
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "inbox_test_support.h"
 #include "postal/mail/inbox_errors.h"

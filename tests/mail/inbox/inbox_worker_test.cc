@@ -89,8 +89,9 @@ TEST_F(InboxWorkerTest, M_INBOX_3_FailedHandlerRollsBackItsWritesAndRetriesWithB
 TEST_F(InboxWorkerTest, M_INBOX_3_AttemptBudgetSpentGoesDeadAndOperatorRetryRevives) {
   const int64_t id = accept("e-1");
   bool fail = true;
-  auto w = worker("a", {.max_attempts = 3, .backoff_base = absl::Seconds(1)},
-                  [&](HandlerContext&) { return fail ? absl::InternalError("boom") : absl::OkStatus(); });
+  auto w = worker("a", {.max_attempts = 3, .backoff_base = absl::Seconds(1)}, [&](HandlerContext&) {
+    return fail ? absl::InternalError("boom") : absl::OkStatus();
+  });
   for (int attempt = 1; attempt <= 3; ++attempt) {
     ASSERT_NE(record(id).status, InboxStatus::kDead);
     absl::StatusOr<ProcessResult> r = w->run_once();
@@ -202,7 +203,7 @@ TEST_F(InboxWorkerTest, M_INBOX_3_CancellationRollsBackAndStopsTheBatch) {
   EXPECT_EQ(r->cancelled, 2);
   EXPECT_EQ(r->completed, 0);
   EXPECT_EQ(effects(), 0);
-  EXPECT_EQ(record(first).status, InboxStatus::kRetryable);   // rolled back, ready again
+  EXPECT_EQ(record(first).status, InboxStatus::kRetryable);    // rolled back, ready again
   EXPECT_EQ(record(second).status, InboxStatus::kProcessing);  // never started: lease returns it
 }
 
@@ -252,7 +253,8 @@ TEST_F(InboxWorkerTest, M_INBOX_3_OwnershipIsCheckedAtStartup) {
   absl::StatusOr<std::unique_ptr<InboxWorker>> missing =
       InboxWorker::create(*inbox_, std::move(one), {.consumers = {"a", "b"}});
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(std::string(missing.status().message()).find("'b' is owned by this worker but has no handler"),
+  EXPECT_NE(std::string(missing.status().message())
+                .find("'b' is owned by this worker but has no handler"),
             std::string::npos);
 }
 
