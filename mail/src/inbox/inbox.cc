@@ -184,7 +184,7 @@ absl::StatusOr<AcceptReceipt> Inbox::accept(const InboxMessage& m) {
   AcceptReceipt receipt;
   // One write transaction: the insert, or the existing record's check. BEGIN IMMEDIATE takes the
   // write lock first, so two processes cannot both see "absent" (M-INBOX-1).
-  absl::Status s = store::in_transaction(db, "BEGIN IMMEDIATE", [&]() -> absl::Status {
+  absl::Status s = inbox::in_write_transaction(db, [&]() -> absl::Status {
     absl::StatusOr<Stmt*> insert = db.prepare(
         "INSERT INTO inbox (scope_kind, scope_id, source, consumer, message_id, event_type, "
         "schema_version, payload, fingerprint, metadata, status, accepted_ms, next_attempt_ms) "
@@ -284,7 +284,7 @@ absl::StatusOr<int64_t> Inbox::retry_dead(std::string_view consumer) {
   const int64_t now = inbox::to_ms(clock_->now());
   absl::MutexLock lock(&mu_);
   int64_t moved = 0;
-  absl::Status s = store::in_transaction(*db_, "BEGIN IMMEDIATE", [&]() -> absl::Status {
+  absl::Status s = inbox::in_write_transaction(*db_, [&]() -> absl::Status {
     absl::StatusOr<Stmt*> u = db_->prepare(
         "UPDATE inbox SET status = 'PENDING', attempts = 0, next_attempt_ms = ?, "
         "claim_token = NULL WHERE status = 'DEAD' AND (? = '' OR consumer = ?)");

@@ -30,6 +30,23 @@ inline constexpr std::string_view kRecordColumns =
     "coalesce(last_error, '')";
 InboxRecord read_record(const store::Stmt& row);
 
+// Runs one statement without rows through the connection's statement cache.
+inline absl::Status run_cached(store::Db& db, std::string_view sql) {
+  absl::StatusOr<store::Stmt*> s = db.prepare(sql);
+  return s.ok() ? (*s)->run() : s.status();
+}
+
+// store::in_transaction with BEGIN IMMEDIATE and COMMIT as cached prepared statements, so a
+// transaction does not parse its control statements each time (accept runs one per message).
+template <class Body>
+absl::Status in_write_transaction(store::Db& db, Body&& body) {
+  if (absl::Status s = run_cached(db, "BEGIN IMMEDIATE"); !s.ok()) return s;
+  absl::Status s = body();
+  if (s.ok()) s = run_cached(db, "COMMIT");
+  if (!s.ok()) (void)db.exec("ROLLBACK");
+  return s;
+}
+
 // One connection with the pragmas of a tier: busy timeout, synchronous, WAL.
 absl::StatusOr<std::unique_ptr<store::Db>> connect(const std::filesystem::path& path,
                                                    Durability durability,

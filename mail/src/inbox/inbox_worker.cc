@@ -93,7 +93,7 @@ absl::StatusOr<std::vector<InboxClaim>> InboxWorker::claim() {
   const int64_t now_ms = inbox::to_ms(now);
   const absl::Time lease_until = now + w.options.lease;
   std::vector<InboxClaim> claims;
-  absl::Status s = store::in_transaction(*w.db, "BEGIN IMMEDIATE", [&]() -> absl::Status {
+  absl::Status s = inbox::in_write_transaction(*w.db, [&]() -> absl::Status {
     claims.clear();
     absl::StatusOr<Stmt*> q = w.db->prepare(w.claim_sql);
     if (!q.ok()) return q.status();
@@ -181,7 +181,7 @@ absl::Status InboxWorker::Impl::process_one(const InboxClaim& c, const std::atom
     ++(applied ? result.dead : result.stale);
     return absl::OkStatus();
   }
-  if (absl::Status s = db->exec("SAVEPOINT inbox_record"); !s.ok()) return s;
+  if (absl::Status s = inbox::run_cached(*db, "SAVEPOINT inbox_record"); !s.ok()) return s;
   InboxTx tx(db->handle(), started);
   HandlerContext context{tx, c.record, c.record.attempts,
                          std::min(c.lease_until, started + options.handler_timeout), &cancel};
@@ -213,15 +213,15 @@ absl::Status InboxWorker::Impl::process_one(const InboxClaim& c, const std::atom
     }
     if (applied) {
       ++result.completed;
-      return db->exec("RELEASE inbox_record");
+      return inbox::run_cached(*db, "RELEASE inbox_record");
     }
     // Stale: the handler's writes roll back with the refused completion.
     ++result.stale;
-    if (absl::Status s = db->exec("ROLLBACK TO inbox_record"); !s.ok()) return s;
-    return db->exec("RELEASE inbox_record");
+    if (absl::Status s = inbox::run_cached(*db, "ROLLBACK TO inbox_record"); !s.ok()) return s;
+    return inbox::run_cached(*db, "RELEASE inbox_record");
   }
-  if (absl::Status s = db->exec("ROLLBACK TO inbox_record"); !s.ok()) return s;
-  if (absl::Status s = db->exec("RELEASE inbox_record"); !s.ok()) return s;
+  if (absl::Status s = inbox::run_cached(*db, "ROLLBACK TO inbox_record"); !s.ok()) return s;
+  if (absl::Status s = inbox::run_cached(*db, "RELEASE inbox_record"); !s.ok()) return s;
   const bool dead =
       IsInboxPermanent(outcome) || (c.record.attempts >= options.max_attempts && !was_cancelled);
   absl::Duration backoff = options.backoff_base;
@@ -247,7 +247,7 @@ absl::StatusOr<ProcessResult> InboxWorker::process(std::vector<InboxClaim> claim
   if (claims.empty()) return result;
   Impl& w = *impl_;
   // The group transaction: SQLite's one write lock is taken once for the batch (inbox_worker.h).
-  absl::Status s = store::in_transaction(*w.db, "BEGIN IMMEDIATE", [&]() -> absl::Status {
+  absl::Status s = inbox::in_write_transaction(*w.db, [&]() -> absl::Status {
     result = ProcessResult{};
     for (const InboxClaim& c : claims) {
       if (cancelled_.load()) {
