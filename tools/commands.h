@@ -43,4 +43,14 @@ struct SoakOptions {
 };
 int soak_command(const std::string& self_binary, const SoakOptions& options);
 
+// `postal inbox status|retry FILE`: an inbox file's counts, or its DEAD records retried
+// (inbox_command.cc).
+struct InboxCommand {
+  std::string verb;      // status | retry
+  std::string file;      // the inbox file
+  std::string consumer;  // retry: only this consumer's records (empty: all)
+  bool json = false;     // status: as JSON
+};
+int inbox_command(const InboxCommand& command);
+
 }  // namespace postal::tools

@@ -5,6 +5,7 @@
 //   postal status [NAME]        procs, actors, queue depths and failures of a running topology
 //   postal bench [...]          benchmark routing beside raw sockets, CAF and NATS
 //   postal mail VERB [ADDR]     post|fetch|peek|status|create|delete|list|subscribe (mail_command.cc)
+//   postal inbox VERB FILE      status [--json] | retry [--consumer C] (inbox_command.cc)
 //   postal soak FILE [...]      kill -9, SIGSTOP and restart procs under load; account for every payload
 //   postal proc --name ...      (used by hosts) run one proc; see routing/proc_main.h
 //   postal version              the version and the wire version (also `postal --version`)
@@ -122,6 +123,13 @@ int main(int argc, char** argv) {
   mail_app->add_option("--count", mail.count, "subscribe: exit after this many letters");
   mail_app->add_option("--ack", mail.ack, "fetch: handled (default) | discard | unhandled");
   mail_app->add_option("--topology", mail.topology, "the topology (default: every running one)");
+  postal::tools::InboxCommand inbox;
+  CLI::App* inbox_app = app.add_subcommand(
+      "inbox", "show an inbox file's counts by consumer and status, or retry its DEAD records");
+  inbox_app->add_option("verb", inbox.verb, "status | retry")->required();
+  inbox_app->add_option("file", inbox.file, "the inbox file")->required();
+  inbox_app->add_flag("--json", inbox.json, "status: print it as JSON");
+  inbox_app->add_option("--consumer", inbox.consumer, "retry: only this consumer's records");
 
   postal::tools::SoakOptions soak;
   double soak_seconds = 0, soak_minutes = 0;
@@ -161,6 +169,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("up")) return postal::tools::up_command(self, file);
   if (app.got_subcommand("status")) return postal::tools::status_command(name, json);
   if (app.got_subcommand("mail")) return postal::tools::mail_command(mail);
+  if (app.got_subcommand("inbox")) return postal::tools::inbox_command(inbox);
   if (app.got_subcommand("bench")) return postal::tools::bench_command(self, bench);
   if (app.got_subcommand("soak")) {
     if (soak_minutes > 0) soak.duration = absl::Seconds(soak_minutes * 60);

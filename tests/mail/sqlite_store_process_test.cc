@@ -1,103 +1,37 @@
 // SqliteMailStore with real processes (mail_store_child): admission across two processes on one
 // store file (M-BOX-2, M-BOX-7) and crash safety (kill -9 mid-burst, at both tiers).
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "postal/mail/sqlite_mail_store.h"
+#include "support/child_process.h"
 #include "support/scratch_dir.h"
 
 namespace postal::mail::testing {
 namespace {
 
-// mail_store_child ARGS with stdout and stderr to `log`; SIGKILLed when destroyed.
-class Child {
+using test_support::count_prefix;
+using test_support::log_lines;
+
+// mail_store_child ARGS, a real process (SIGKILLed when destroyed).
+class Child : public test_support::ChildProcess {
  public:
-  Child(const std::vector<std::string>& args, const std::filesystem::path& log) {
-    std::vector<std::string> all{MAIL_STORE_CHILD};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~Child() { kill(); }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  void kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  // Its exit status, or -1 when it did not exit within `deadline` (then it is killed).
-  int wait_exit(std::chrono::milliseconds deadline) {
-    const auto until = std::chrono::steady_clock::now() + deadline;
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > until) return kill(), -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  pid_t pid_ = -1;
+  Child(const std::vector<std::string>& args, const std::filesystem::path& log)
+      : ChildProcess(MAIL_STORE_CHILD, args, log) {}
 };
 
-// The complete lines of `log` (a line still being written is left out).
-std::vector<std::string> lines_of(const std::filesystem::path& log) {
-  std::ifstream in(log);
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string text = s.str();
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', start)) {
-    out.push_back(text.substr(start, nl - start));
-    start = nl + 1;
-  }
-  return out;
-}
-
-size_t count_prefix(const std::vector<std::string>& lines, const std::string& prefix) {
-  size_t n = 0;
-  for (const std::string& l : lines) n += l.rfind(prefix, 0) == 0 ? 1 : 0;
-  return n;
-}
+const auto lines_of = log_lines;
 
 class SqliteStoreProcessTest : public test_support::ScratchDirTest {
  protected:
-  // Waits (with a deadline) until `log` has `n` lines starting with `prefix`.
   bool wait_lines(const std::filesystem::path& log, const std::string& prefix, size_t n) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (count_prefix(lines_of(log), prefix) < n) {
-      if (std::chrono::steady_clock::now() > until) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return true;
+    return test_support::wait_log_lines(log, prefix, n);
   }
 
   // kill -9 of a process appending from 4 threads, then reopen: every acknowledged message is
