@@ -1,6 +1,7 @@
 #include "postal/routing/gateway.h"
 
 #include "absl/strings/str_cat.h"
+#include "postal/runtime/mailbox_bound.h"
 
 namespace postal::routing {
 
@@ -65,6 +66,7 @@ void Gateway::no_route(EnvelopePtr env, runtime::ReturnHandle& ret, std::string 
 }
 
 void Gateway::post_unchecked(EnvelopePtr env, runtime::ReturnHandle& ret) {
+  runtime::NoBlockScope no_block;  // R-FLOW-2: a gateway never waits for a full mailbox
   bool peeled = false;
   runtime::MailboxSender* next = nullptr;
   {

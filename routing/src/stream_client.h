@@ -69,6 +69,7 @@
 #include "postal/routing/channel.h"
 #include "postal/runtime/deferred_flush.h"
 #include "postal/runtime/mailbox_sender.h"
+#include "queue_bounds.h"
 #include "socket_util.h"
 
 namespace postal::routing::internal {
@@ -111,6 +112,11 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   absl::Status status() const;
   size_t unacked() const {
     return closed() ? 0 : outstanding_.load(std::memory_order_acquire);
+  }
+  // R-FLOW-2: what the client holds, in total and for one destination actor.
+  QueueBounds::Held held() const { return bounds_.total(); }
+  QueueBounds::Held held_for(const runtime::ActorId& dest) const {
+    return bounds_.for_destination(dest);
   }
 
  private:
@@ -240,6 +246,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   std::atomic<bool> closed_{false};
   std::atomic<bool> rejected_{false};
   std::atomic<size_t> outstanding_{0};  // posted and neither acked nor returned
+  // R-FLOW-2: the same envelopes counted against ChannelOptions' queue bounds, in total and per
+  // destination actor; every site that lowers outstanding_ releases them here.
+  QueueBounds bounds_;
   std::atomic<bool> up_{false};         // link_ == kUp, for a worker's flush to look at
 
   // Everything below: under io_mu_ (the I/O thread's handlers, a worker's inline flush).
