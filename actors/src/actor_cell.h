@@ -114,6 +114,8 @@ class ActorCell final : public Context,
   // too (dropping the oldest), so every consumer operation holds drop_mu_.
   runtime::MessageEnvelope* pop_queue();
   bool queue_maybe_nonempty();
+  // kDropOldest: the oldest queued envelope that may be dropped, and the failure it returns with.
+  runtime::EnvelopePtr pop_droppable(runtime::DeliveryFailure* why);
   bool try_reserve(uint64_t bytes);
   // A counted envelope (handler port) left the mailbox: frees its room, wakes blocked senders.
   void release_room(const runtime::MessageEnvelope& env);
@@ -191,6 +193,9 @@ class ActorCell final : public Context,
   struct RoomWaiters;                             // cell_bounds.cc; made by the first to block
   std::atomic<RoomWaiters*> room_{nullptr};
   absl::Mutex drop_mu_;                           // kDropOldest only (see pop_queue)
+  // kDropOldest: what a dropping sender popped but must not drop (a reply to the actor's own
+  // request, a supervision message), handled before the queue. Oldest first.
+  std::vector<runtime::EnvelopePtr> spared_ ABSL_GUARDED_BY(drop_mu_);
   std::atomic<ActorState> state_{ActorState::kCreated};
   runtime::MessageEnvelope* current_ = nullptr;
   std::optional<wire::Any> stash_data_;             // set by stash() during a handler

@@ -46,13 +46,32 @@ bool exempt(const MessageEnvelope& env) {
 MessageEnvelope* ActorCell::pop_queue() {
   if (bound_.policy != OverloadPolicy::kDropOldest) return queue_.pop();
   absl::MutexLock lock(&drop_mu_);
+  if (!spared_.empty()) {
+    MessageEnvelope* env = spared_.front().release();
+    spared_.erase(spared_.begin());
+    return env;
+  }
   return queue_.pop();
 }
 
 bool ActorCell::queue_maybe_nonempty() {
   if (bound_.policy != OverloadPolicy::kDropOldest) return queue_.maybe_nonempty();
   absl::MutexLock lock(&drop_mu_);
-  return queue_.maybe_nonempty();
+  return !spared_.empty() || queue_.maybe_nonempty();
+}
+
+EnvelopePtr ActorCell::pop_droppable(DeliveryFailure* why) {
+  absl::MutexLock lock(&drop_mu_);
+  while (MessageEnvelope* raw = queue_.pop()) {
+    EnvelopePtr old(raw);
+    if (!counted(*old) || exempt(*old)) {  // never dropped: kept for the runner, in order
+      spared_.push_back(std::move(old));
+      continue;
+    }
+    *why = overloaded(*old, 0, "dropped as the oldest");
+    return old;
+  }
+  return nullptr;
 }
 
 bool ActorCell::try_reserve(uint64_t bytes) {
@@ -105,9 +124,8 @@ Admission ActorCell::admit(MessageEnvelope& env) {
   if (bound_.policy == OverloadPolicy::kDropOldest) {
     // Drops the oldest queued envelopes until this one fits (usually one); when nothing queued
     // is left to drop, what fills the bound is being handled or stashed: refuse.
-    while (MessageEnvelope* raw = pop_queue()) {
-      EnvelopePtr old(raw);
-      DeliveryFailure why = overloaded(*old, 0, "dropped as the oldest");
+    DeliveryFailure why;
+    while (EnvelopePtr old = pop_droppable(&why)) {
       release_room(*old);
       if (a.dropped) {  // a second one: returned here, the first by the mailbox
         runtime::NoBlockScope no_block;

@@ -66,7 +66,8 @@ class Producer : public actors::Actor, public actors::Handles<Tick> {
     c_->sent.fetch_add(32);
     return tick(cx);  // returns queued meanwhile are handled before the next burst
   }
-  absl::Status handle_undeliverable(actors::Context&, const runtime::MessageEnvelope& env) override {
+  absl::Status handle_undeliverable(actors::Context&,
+                                    const runtime::MessageEnvelope& env) override {
     const runtime::DeliveryFailure* root = env.root_failure();
     if (root != nullptr && root->transport == runtime::TransportReason::kOverloaded) {
       c_->overloaded.fetch_add(1);
@@ -142,9 +143,15 @@ absl::StatusOr<Child> start_consumer(const Args& a, const std::string& listen) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-  std::vector<std::string> args = {"overload_bench", "--role", "consumer", "--listen", listen,
-                                   "--bound-bytes", absl::StrCat(a.bound_bytes),
-                                   "--bound-messages", absl::StrCat(a.bound_messages)};
+  std::vector<std::string> args = {"overload_bench",
+                                   "--role",
+                                   "consumer",
+                                   "--listen",
+                                   listen,
+                                   "--bound-bytes",
+                                   absl::StrCat(a.bound_bytes),
+                                   "--bound-messages",
+                                   absl::StrCat(a.bound_messages)};
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -215,17 +222,18 @@ int run(const Args& a) {
   auto producer =
       *actors::spawn<Producer>(proc, "producer", &counters, port_of<Work>((*ready)[1]), a.payload);
 
-  std::printf("overload_bench: %d s, consumer bound %llu bytes / %llu messages, payload %zu B, "
-              "per-destination cap %zu\n",
-              a.seconds, static_cast<unsigned long long>(a.bound_bytes),
-              static_cast<unsigned long long>(a.bound_messages), a.payload, a.per_destination);
+  std::printf(
+      "overload_bench: %d s, consumer bound %llu bytes / %llu messages, payload %zu B, "
+      "per-destination cap %zu\n",
+      a.seconds, static_cast<unsigned long long>(a.bound_bytes),
+      static_cast<unsigned long long>(a.bound_messages), a.payload, a.per_destination);
   uint64_t last_handled = 0, last_overloaded = 0, max_bytes = 0, max_rss_p = 0, max_rss_c = 0;
   bool stats_ok = true;
   ConsumerStats s;
   for (int t = 1; t <= a.seconds; ++t) {
     absl::SleepFor(absl::Seconds(1));
-    absl::StatusOr<ConsumerStats> got = runtime::request(*monitor, stats_port, StatsQuery{},
-                                                         absl::Seconds(5));
+    absl::StatusOr<ConsumerStats> got =
+        runtime::request(*monitor, stats_port, StatsQuery{}, absl::Seconds(5));
     if (!got.ok()) {
       std::printf("t=%ds consumer stats: %s\n", t, got.status().ToString().c_str());
       stats_ok = false;
@@ -238,15 +246,15 @@ int run(const Args& a) {
     max_rss_p = std::max(max_rss_p, rss_p);
     max_rss_c = std::max(max_rss_c, rss_c);
     const std::vector<double> rtt = pinger.take();
-    std::printf("t=%ds handled/s=%llu queued_bytes=%llu/%llu overloaded=%llu (+%llu) "
-                "rss_producer=%llu KiB rss_consumer=%llu KiB ping p50=%.0f us p99=%.0f us (n=%zu)\n",
-                t, static_cast<unsigned long long>(s.handled - last_handled),
-                static_cast<unsigned long long>(s.queued_bytes),
-                static_cast<unsigned long long>(s.bound_bytes),
-                static_cast<unsigned long long>(over),
-                static_cast<unsigned long long>(over - last_overloaded),
-                static_cast<unsigned long long>(rss_p), static_cast<unsigned long long>(rss_c),
-                quantile(rtt, 0.5), quantile(rtt, 0.99), rtt.size());
+    std::printf(
+        "t=%ds handled/s=%llu queued_bytes=%llu/%llu overloaded=%llu (+%llu) "
+        "rss_producer=%llu KiB rss_consumer=%llu KiB ping p50=%.0f us p99=%.0f us (n=%zu)\n",
+        t, static_cast<unsigned long long>(s.handled - last_handled),
+        static_cast<unsigned long long>(s.queued_bytes),
+        static_cast<unsigned long long>(s.bound_bytes), static_cast<unsigned long long>(over),
+        static_cast<unsigned long long>(over - last_overloaded),
+        static_cast<unsigned long long>(rss_p), static_cast<unsigned long long>(rss_c),
+        quantile(rtt, 0.5), quantile(rtt, 0.99), rtt.size());
     std::fflush(stdout);
     last_handled = s.handled;
     last_overloaded = over;
@@ -258,8 +266,8 @@ int run(const Args& a) {
   int64_t unaccounted = -1;
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
   while (absl::Now() < give_up) {
-    absl::StatusOr<ConsumerStats> got = runtime::request(*monitor, stats_port, StatsQuery{},
-                                                         absl::Seconds(5));
+    absl::StatusOr<ConsumerStats> got =
+        runtime::request(*monitor, stats_port, StatsQuery{}, absl::Seconds(5));
     if (got.ok()) {
       s = *got;
       max_bytes = std::max(max_bytes, s.max_queued_bytes);
@@ -269,17 +277,17 @@ int run(const Args& a) {
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
-  std::printf("summary seconds=%d sent=%llu handled=%llu returned=%llu overloaded=%llu "
-              "unaccounted=%lld max_queued_bytes=%llu bound_bytes=%llu pings=%d pongs=%d "
-              "max_rss_producer_kib=%llu max_rss_consumer_kib=%llu\n",
-              a.seconds, static_cast<unsigned long long>(counters.sent.load()),
-              static_cast<unsigned long long>(s.handled),
-              static_cast<unsigned long long>(counters.returned.load()),
-              static_cast<unsigned long long>(counters.overloaded.load()),
-              static_cast<long long>(unaccounted), static_cast<unsigned long long>(max_bytes),
-              static_cast<unsigned long long>(a.bound_bytes), pinger.sent.load(),
-              pinger.answered.load(), static_cast<unsigned long long>(max_rss_p),
-              static_cast<unsigned long long>(max_rss_c));
+  std::printf(
+      "summary seconds=%d sent=%llu handled=%llu returned=%llu overloaded=%llu "
+      "unaccounted=%lld max_queued_bytes=%llu bound_bytes=%llu pings=%d pongs=%d "
+      "max_rss_producer_kib=%llu max_rss_consumer_kib=%llu\n",
+      a.seconds, static_cast<unsigned long long>(counters.sent.load()),
+      static_cast<unsigned long long>(s.handled),
+      static_cast<unsigned long long>(counters.returned.load()),
+      static_cast<unsigned long long>(counters.overloaded.load()),
+      static_cast<long long>(unaccounted), static_cast<unsigned long long>(max_bytes),
+      static_cast<unsigned long long>(a.bound_bytes), pinger.sent.load(), pinger.answered.load(),
+      static_cast<unsigned long long>(max_rss_p), static_cast<unsigned long long>(max_rss_c));
   std::fflush(stdout);
   producer.stop("done");
   ::close(child->to_child);
@@ -299,13 +307,20 @@ int main(int argc, char** argv) {
   std::string role;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--seconds") a.seconds = std::atoi(v.c_str());
-    else if (k == "--bound-bytes") a.bound_bytes = c.bound_bytes = std::strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--bound-messages") a.bound_messages = c.bound_messages = std::strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--payload") a.payload = std::strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--per-destination") a.per_destination = std::strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--role") role = v;
-    else if (k == "--listen") c.listen = v;
+    if (k == "--seconds")
+      a.seconds = std::atoi(v.c_str());
+    else if (k == "--bound-bytes")
+      a.bound_bytes = c.bound_bytes = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--bound-messages")
+      a.bound_messages = c.bound_messages = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--payload")
+      a.payload = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--per-destination")
+      a.per_destination = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--role")
+      role = v;
+    else if (k == "--listen")
+      c.listen = v;
     else {
       std::fprintf(stderr, "overload_bench: unknown option %s\n", k.c_str());
       return 2;

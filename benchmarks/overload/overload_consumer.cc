@@ -112,8 +112,8 @@ int run_consumer(const ConsumerArgs& args) {
   runtime::MailboxBound bound;  // kBlock: what arrives over the channel fails instead (R-FLOW-2)
   bound.max_messages = args.bound_messages;
   bound.max_bytes = args.bound_bytes;
-  auto consumer = actors::spawn<Consumer>(proc, actors::SpawnOptions::bounded(bound), "consumer",
-                                          &shared);
+  auto consumer =
+      actors::spawn<Consumer>(proc, actors::SpawnOptions::bounded(bound), "consumer", &shared);
   auto echo = actors::spawn<Echo>(proc, "echo");
   if (!consumer.ok() || !echo.ok()) return 2;
   auto stats = actors::spawn<Stats>(proc, "stats", &shared, consumer->addr().id);

@@ -44,7 +44,7 @@ struct ConsumerStats {
   uint64_t max_queued_bytes = 0;  // the largest queued_bytes the consumer saw at a handler
   uint64_t bound_bytes = 0;
   uint64_t bound_messages = 0;
-  uint64_t rss_kib = 0;           // the consumer process's VmRSS
+  uint64_t rss_kib = 0;  // the consumer process's VmRSS
   template <class A>
   void serialize(A& a) {
     a(handled, queued, queued_bytes, max_queued_bytes, bound_bytes, bound_messages, rss_kib);

@@ -11,9 +11,12 @@ thread_local int no_block_depth = 0;
 
 std::string_view to_string(OverloadPolicy policy) {
   switch (policy) {
-    case OverloadPolicy::kBlock: return "block";
-    case OverloadPolicy::kFail: return "fail";
-    case OverloadPolicy::kDropOldest: return "drop_oldest";
+    case OverloadPolicy::kBlock:
+      return "block";
+    case OverloadPolicy::kFail:
+      return "fail";
+    case OverloadPolicy::kDropOldest:
+      return "drop_oldest";
   }
   return "unknown";
 }

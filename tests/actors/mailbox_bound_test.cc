@@ -28,6 +28,15 @@ struct Bulk {  // a payload whose bytes are known: it arrives as bytes
     a(bytes);
   }
 };
+struct Query {  // answered with n * 2
+  using Reply = Item;
+  int n = 0;
+  postal::OncePortRef<Item> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(n, reply_to);
+  }
+};
 struct Burst {  // an actor sends `count` Items to `to` from its handler
   int count = 0;
   postal::PortRef<Item> to;
@@ -42,6 +51,7 @@ struct Burst {  // an actor sends `count` Items to `to` from its handler
 POSTAL_MESSAGE(Item, "test.bounds.Item");
 POSTAL_MESSAGE(Bulk, "test.bounds.Bulk");
 POSTAL_MESSAGE(Burst, "test.bounds.Burst");
+POSTAL_MESSAGE(Query, "test.bounds.Query");
 
 namespace postal::actors {
 namespace {
@@ -64,7 +74,8 @@ struct Sink : Actor, Handles<Item, Bulk> {
   absl::Status handle(Context& cx, Item m) override {
     if (started) started->fetch_add(1);
     runtime::Scheduler::BlockingScope blocking(cx.proc().scheduler());  // its worker runs others
-    while (gate != nullptr && !gate->load()) boost::this_fiber::sleep_for(std::chrono::milliseconds(1));
+    while (gate != nullptr && !gate->load())
+      boost::this_fiber::sleep_for(std::chrono::milliseconds(1));
     seen->push_back(m.n);
     return absl::OkStatus();
   }
@@ -82,6 +93,32 @@ struct Hoarder : Actor, Handles<Item> {
 struct Producer : Actor, Handles<Burst> {
   absl::Status handle(Context& cx, Burst b) override {
     for (int i = 0; i < b.count; ++i) b.to.send(cx, Item{i});
+    return absl::OkStatus();
+  }
+};
+
+struct Answerer : Actor, Handles<Query> {
+  absl::Status handle(Context& cx, Query q) override {
+    q.reply_to.send(cx, Item{q.n * 2});
+    return absl::OkStatus();
+  }
+};
+
+// Asks `server` on a Burst (count = the question) and records the answer; records Items.
+struct Asker : Actor, Handles<Burst, Item> {
+  PortRef<Query> server;
+  std::vector<int>* log;
+  Asker(PortRef<Query> s, std::vector<int>* l) : server(std::move(s)), log(l) {}
+  absl::Status handle(Context& cx, Burst b) override {
+    cx.request(server, Query{b.count, {}}, absl::Seconds(60))
+        .then([this](Context&, absl::StatusOr<Item> a) -> absl::Status {
+          log->push_back(a.ok() ? 1000 + a->n : -1000);
+          return absl::OkStatus();
+        });
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context&, Item m) override {
+    log->push_back(m.n);
     return absl::OkStatus();
   }
 };
@@ -108,8 +145,8 @@ struct Fixture : test_support::ProcWithClient {
 TEST(MailboxBound, R_FLOW_1_FailPolicyReturnsOverloadedPastTheMessageBound) {
   Fixture f;
   std::vector<int> seen;
-  auto a = *spawn<Sink>(f.proc, SpawnOptions::bounded(bound(2, OverloadPolicy::kFail)), "sink",
-                        &seen);
+  auto a =
+      *spawn<Sink>(f.proc, SpawnOptions::bounded(bound(2, OverloadPolicy::kFail)), "sink", &seen);
   for (int i = 1; i <= 3; ++i) a.ref().send(*f.client, Item{i});
   DeliveryFailure back = f.next_failure();
   EXPECT_EQ(back.transport, TransportReason::kOverloaded) << back.to_string();
@@ -138,8 +175,7 @@ TEST(MailboxBound, R_FLOW_1_TheByteBoundCountsThePayloadAsKnownWithoutSerializin
     wire::Any typed = wire::Any::make(Bulk{std::string(n, 'x')});
     std::string bytes(*typed.bytes());
     return runtime::MessageEnvelope::make(
-        f.client->self_addr(),
-        a.ref().addr().port(runtime::Port::handler(wire::type_hash<Bulk>())),
+        f.client->self_addr(), a.ref().addr().port(runtime::Port::handler(wire::type_hash<Bulk>())),
         wire::Any::from_bytes(wire::type_hash<Bulk>(), std::move(bytes)));
   };
   runtime::EnvelopePtr first = from_bytes(600);
@@ -167,8 +203,8 @@ TEST(MailboxBound, R_FLOW_1_TheByteBoundCountsThePayloadAsKnownWithoutSerializin
 TEST(MailboxBound, R_FLOW_1_TrySendReportsOverloadedAsAStatusAtOnce) {
   Fixture f;
   std::vector<int> seen;
-  auto a = *spawn<Sink>(f.proc, SpawnOptions::bounded(bound(1, OverloadPolicy::kBlock)), "sink",
-                        &seen);
+  auto a =
+      *spawn<Sink>(f.proc, SpawnOptions::bounded(bound(1, OverloadPolicy::kBlock)), "sink", &seen);
   EXPECT_TRUE(a.ref().try_send(*f.client, Item{1}).ok());
   absl::Status s = a.ref().try_send(*f.client, Item{2});
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
@@ -194,14 +230,34 @@ TEST(MailboxBound, R_FLOW_1_DropOldestDropsReturnsAndCountsTheOldest) {
   EXPECT_TRUE(f.no_returns());
 }
 
+TEST(MailboxBound, R_FLOW_1_DropOldestNeverDropsAReplyToTheActorsOwnRequest) {
+  Fixture f;
+  std::vector<int> log;
+  auto server = *spawn<Answerer>(f.proc, "server");
+  auto asker = *spawn<Asker>(f.proc, SpawnOptions::bounded(bound(1, OverloadPolicy::kDropOldest)),
+                             "asker", server.ref().port<Query>(), &log);
+  f.proc.scheduler().run_until_idle();  // both inits
+  asker.ref().send(*f.client, Burst{5, {}});
+  f.proc.scheduler().step();  // the asker asks
+  f.proc.scheduler().step();  // the server answers: the reply waits in the asker's queue
+  ASSERT_TRUE(log.empty());
+  asker.ref().send(*f.client, Item{2});
+  asker.ref().send(*f.client, Item{3});  // full: drops Item{2}, not the reply ahead of it
+  DeliveryFailure back = f.next_failure();
+  EXPECT_EQ(back.detail, "dropped as the oldest") << back.to_string();
+  f.proc.scheduler().run_until_idle();
+  EXPECT_EQ(log, (std::vector<int>{1010, 3}));
+  EXPECT_TRUE(f.no_returns());
+}
+
 TEST(MailboxBound, R_FLOW_1_TheProcDefaultBoundsActorsSpawnedWithoutTheirOwn) {
   ProcOptions o = ProcOptions::deterministic();
   o.mailbox = bound(1, OverloadPolicy::kFail);
   Fixture f(std::move(o));
   std::vector<int> seen, other;
   auto a = *spawn<Sink>(f.proc, "default", &seen);
-  auto b = *spawn<Sink>(f.proc, SpawnOptions::bounded(bound(5, OverloadPolicy::kFail)), "own",
-                        &other);
+  auto b =
+      *spawn<Sink>(f.proc, SpawnOptions::bounded(bound(5, OverloadPolicy::kFail)), "own", &other);
   EXPECT_EQ(f.proc.lookup(a.ref().addr().id)->sink_info().max_messages, 1u);
   EXPECT_EQ(f.proc.lookup(b.ref().addr().id)->sink_info().max_messages, 5u);
   a.ref().send(*f.client, Item{1});
@@ -282,7 +338,8 @@ TEST(MailboxBound, R_FLOW_1_ABlockedSenderGoesOnWhenTheConsumerDrains) {
   gate.store(true);  // the consumer drains: the sender goes on long before its timeout
   ASSERT_TRUE(wait_for([&] { return sent.load(); }, absl::Seconds(10)));
   sender.join();
-  ASSERT_TRUE(wait_for([&] { return started.load() == 2 && a.status().state == ActorState::kIdle; }));
+  ASSERT_TRUE(
+      wait_for([&] { return started.load() == 2 && a.status().state == ActorState::kIdle; }));
   EXPECT_EQ(seen, (std::vector<int>{1, 2}));
   EXPECT_TRUE(f.no_returns());
 }

@@ -152,8 +152,10 @@ TEST(FlowControl, R_FLOW_2_AFullActorBehindAChannelDoesNotStallAnotherOnTheSameC
                                         "slow", &gate, &slow_handled));
   auto fast = must(actors::spawn<Gated>(receiver->proc(), "fast", &open, &fast_handled));
   auto alice = must(runtime::Client::attach(sender->proc(), "alice"));
-  runtime::PortRef<FlowItem> to_slow(slow.addr().port(runtime::Port::handler(wire::type_hash<FlowItem>())));
-  runtime::PortRef<FlowItem> to_fast(fast.addr().port(runtime::Port::handler(wire::type_hash<FlowItem>())));
+  runtime::PortRef<FlowItem> to_slow(
+      slow.addr().port(runtime::Port::handler(wire::type_hash<FlowItem>())));
+  runtime::PortRef<FlowItem> to_fast(
+      fast.addr().port(runtime::Port::handler(wire::type_hash<FlowItem>())));
 
   constexpr int kFlood = 200;
   for (int i = 0; i < kFlood; ++i) to_slow.send(*alice, FlowItem{i});

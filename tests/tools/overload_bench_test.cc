@@ -4,12 +4,12 @@
 // consumer never exceed its bound, Overloaded returns happen, every envelope is handled or
 // returned (none unaccounted), and the second actor behind the same connection answers every
 // ping.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <map>
 #include <sstream>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "support/postal_process.h"
 #include "support/scratch_dir.h"
@@ -36,10 +36,9 @@ class OverloadBench : public ScratchDirTest {};
 TEST_F(OverloadBench, R_FLOW_2_AFloodedSlowConsumerStaysBoundedAndEveryEnvelopeIsAccounted) {
   constexpr long long kBound = 32 << 10;
   const auto log = dir_ / "overload.txt";
-  const pid_t pid = spawn_logged(OVERLOAD_BENCH,
-                                 {"--seconds", "2", "--bound-bytes", std::to_string(kBound),
-                                  "--per-destination", "256"},
-                                 log);
+  const pid_t pid = spawn_logged(
+      OVERLOAD_BENCH,
+      {"--seconds", "2", "--bound-bytes", std::to_string(kBound), "--per-destination", "256"}, log);
   int status = 0;
   const bool exited =
       wait_for([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, std::chrono::seconds(90));
@@ -55,10 +54,10 @@ TEST_F(OverloadBench, R_FLOW_2_AFloodedSlowConsumerStaysBoundedAndEveryEnvelopeI
   EXPECT_GT(s["overloaded"], 0) << output;             // the bound was met
   EXPECT_LE(s["max_queued_bytes"], kBound) << output;  // and never passed
   EXPECT_GT(s["max_queued_bytes"], 0) << output;
-  EXPECT_EQ(s["unaccounted"], 0) << output;            // handled + returned == sent
+  EXPECT_EQ(s["unaccounted"], 0) << output;  // handled + returned == sent
   EXPECT_EQ(s["sent"], s["handled"] + s["returned"]) << output;
   EXPECT_GT(s["pings"], 0) << output;
-  EXPECT_EQ(s["pings"], s["pongs"]) << output;         // the other actor kept answering
+  EXPECT_EQ(s["pings"], s["pongs"]) << output;  // the other actor kept answering
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
 }
 

@@ -19,7 +19,8 @@
 //     delivery, gateways, `try_post`) and returned undeliverables get kFail instead, and so does
 //     any send into a deterministic proc (no thread would make room while the caller waits).
 //   - kFail: the envelope returns `Overloaded` at once.
-//   - kDropOldest: the oldest queued envelope is dropped to make room, counted in the proc's
+//   - kDropOldest: the oldest queued envelope that may be dropped (replies and supervision
+//     messages never are; they are kept, in order) is dropped to make room, counted in the proc's
 //     statistics (`dropped_oldest`) and returned to its sender as `Overloaded` (detail "dropped
 //     as the oldest"), so nothing vanishes (R-FAIL-4). When nothing queued can be dropped (what
 //     fills the bound is being handled or stashed) the new envelope returns `Overloaded`.
