@@ -151,7 +151,9 @@ absl::StatusOr<Child> start_consumer(const Args& a, const std::string& listen) {
                                    "--bound-bytes",
                                    absl::StrCat(a.bound_bytes),
                                    "--bound-messages",
-                                   absl::StrCat(a.bound_messages)};
+                                   absl::StrCat(a.bound_messages),
+                                   "--per-destination",
+                                   absl::StrCat(a.per_destination)};
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -272,22 +274,24 @@ int run(const Args& a) {
       s = *got;
       max_bytes = std::max(max_bytes, s.max_queued_bytes);
       unaccounted = static_cast<int64_t>(counters.sent.load()) -
-                    static_cast<int64_t>(s.handled + counters.returned.load());
+                    static_cast<int64_t>(s.handled + counters.returned.load() + s.dropped);
       if (unaccounted == 0 && s.queued == 0) break;
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
   std::printf(
       "summary seconds=%d sent=%llu handled=%llu returned=%llu overloaded=%llu "
-      "unaccounted=%lld max_queued_bytes=%llu bound_bytes=%llu pings=%d pongs=%d "
+      "dropped_at_consumer=%llu unaccounted=%lld max_queued_bytes=%llu bound_bytes=%llu pings=%d "
+      "pongs=%d "
       "max_rss_producer_kib=%llu max_rss_consumer_kib=%llu\n",
       a.seconds, static_cast<unsigned long long>(counters.sent.load()),
       static_cast<unsigned long long>(s.handled),
       static_cast<unsigned long long>(counters.returned.load()),
       static_cast<unsigned long long>(counters.overloaded.load()),
-      static_cast<long long>(unaccounted), static_cast<unsigned long long>(max_bytes),
-      static_cast<unsigned long long>(a.bound_bytes), pinger.sent.load(), pinger.answered.load(),
-      static_cast<unsigned long long>(max_rss_p), static_cast<unsigned long long>(max_rss_c));
+      static_cast<unsigned long long>(s.dropped), static_cast<long long>(unaccounted),
+      static_cast<unsigned long long>(max_bytes), static_cast<unsigned long long>(a.bound_bytes),
+      pinger.sent.load(), pinger.answered.load(), static_cast<unsigned long long>(max_rss_p),
+      static_cast<unsigned long long>(max_rss_c));
   std::fflush(stdout);
   producer.stop("done");
   ::close(child->to_child);
@@ -316,7 +320,7 @@ int main(int argc, char** argv) {
     else if (k == "--payload")
       a.payload = std::strtoull(v.c_str(), nullptr, 10);
     else if (k == "--per-destination")
-      a.per_destination = std::strtoull(v.c_str(), nullptr, 10);
+      a.per_destination = c.per_destination = std::strtoull(v.c_str(), nullptr, 10);
     else if (k == "--role")
       role = v;
     else if (k == "--listen")

@@ -80,6 +80,7 @@ class Stats : public actors::Actor, public actors::Handles<StatsQuery> {
       s.bound_messages = info.max_messages;
     }
     s.rss_kib = rss_kib();
+    s.dropped = cx.proc().stats().dropped;
     q.reply_to.send(cx, s);
     return absl::OkStatus();
   }
@@ -102,6 +103,9 @@ int run_consumer(const ConsumerArgs& args) {
   o.listen = *listen;
   o.scheduler.workers = 2;
   o.system_actors = false;
+  // R-FLOW-2: the returns going back hold at most this many per destination (the producer, the
+  // pinger), so a pong waits behind at most that many returns.
+  o.channel.max_queue_per_destination = args.per_destination;
   absl::StatusOr<std::unique_ptr<routing::Node>> node = routing::Node::start(std::move(o));
   if (!node.ok()) {
     std::fprintf(stderr, "overload consumer: %s\n", node.status().ToString().c_str());

@@ -45,9 +45,13 @@ struct ConsumerStats {
   uint64_t bound_bytes = 0;
   uint64_t bound_messages = 0;
   uint64_t rss_kib = 0;  // the consumer process's VmRSS
+  // Returns the consumer's proc could not send back (its channel to the producer was past its
+  // per-destination cap): dropped and counted there (R-FAIL-4), so part of the accounting.
+  uint64_t dropped = 0;
   template <class A>
   void serialize(A& a) {
-    a(handled, queued, queued_bytes, max_queued_bytes, bound_bytes, bound_messages, rss_kib);
+    a(handled, queued, queued_bytes, max_queued_bytes, bound_bytes, bound_messages, rss_kib,
+      dropped);
   }
 };
 
