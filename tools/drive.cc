@@ -65,8 +65,12 @@ void print_status_table(const std::vector<actors::ProcStatus>& status, bool with
                 static_cast<unsigned long long>(s.expired));
     if (!with_actors) continue;
     for (const auto& a : p.actors) {
-      std::printf("    %-50s %-12s queued=%llu\n", a.id.c_str(), a.state.c_str(),
-                  static_cast<unsigned long long>(a.queued));
+      // R-FLOW-1: the mailbox's depth against its bound.
+      std::printf("    %-50s %-12s queued=%llu/%llu bytes=%llu/%llu\n", a.id.c_str(),
+                  a.state.c_str(), static_cast<unsigned long long>(a.queued),
+                  static_cast<unsigned long long>(a.max_messages),
+                  static_cast<unsigned long long>(a.queued_bytes),
+                  static_cast<unsigned long long>(a.max_bytes));
     }
   }
 }

@@ -37,6 +37,8 @@ nlohmann::json to_json(const MemberStatus& m) {
                 {"delivered", s.delivered},
                 {"returned", s.returned},
                 {"dropped", s.dropped},
+                {"overloaded", s.overloaded},
+                {"dropped_oldest", s.dropped_oldest},
                 {"failures",
                  {{"invalid_reference", s.invalid_reference},
                   {"transport", s.transport},
@@ -44,7 +46,12 @@ nlohmann::json to_json(const MemberStatus& m) {
                   {"expired", s.expired}}}};
   nlohmann::json actors = nlohmann::json::array();
   for (const auto& a : m.status->actors) {
-    actors.push_back({{"id", a.id}, {"state", a.state}, {"queued", a.queued}});
+    actors.push_back({{"id", a.id},
+                      {"state", a.state},
+                      {"queued", a.queued},
+                      {"queued_bytes", a.queued_bytes},
+                      {"max_messages", a.max_messages},
+                      {"max_bytes", a.max_bytes}});
   }
   j["actors"] = std::move(actors);
   return j;

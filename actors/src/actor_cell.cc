@@ -57,6 +57,8 @@ void ActorCell::stop(std::string reason) {
     stop_requested_.store(true, std::memory_order_seq_cst);
   }
   cancel_timers();  // R-SUP-3: a stopping actor sets no more and receives none
+  // R-FLOW-1: senders blocked for room look again, and fail as the actor is stopping.
+  if (blocked_senders_.load(std::memory_order_seq_cst) != 0) wake_blocked_senders();
   // R-SUP-1: a stop ends a restart's backoff early (the new incarnation drains, then stops).
   if (backoff_pending_.load(std::memory_order_seq_cst)) {
     proc_.timers().cancel(backoff_timer_.load());
@@ -79,15 +81,17 @@ absl::StatusOr<ActorStatus> ActorCell::wait(absl::Duration timeout) {
   return ActorStatus{state_.load(), reason_};
 }
 
+// Counting happened in admit (R-FLOW-1; replies to the actor's requests are not counted).
 void ActorCell::deliver(EnvelopePtr env) {
-  queued_.fetch_add(1, std::memory_order_relaxed);
   queue_.push(env.release());
   wake();
 }
 
 runtime::SinkInfo ActorCell::info() const {
   return runtime::SinkInfo{std::string(to_string(state_.load(std::memory_order_relaxed))),
-                           queued_.load(std::memory_order_relaxed)};
+                           queued_.load(std::memory_order_relaxed),
+                           queued_bytes_.load(std::memory_order_relaxed), bound_.max_messages,
+                           bound_.max_bytes};
 }
 
 void ActorCell::run_slice(size_t budget) {
@@ -114,7 +118,7 @@ void ActorCell::run_slice(size_t budget) {
   // R-ACT-5: finish stopping only when no delivery is between its admission and this queue
   // (checked before the queue: a delivery leaves `admitting` after its push). Otherwise
   // release() makes the cell runnable again and the next slice handles what was admitted.
-  if (stop_requested() && !mailbox_->admitting() && !queue_.maybe_nonempty() && !has_replay()) {
+  if (stop_requested() && !mailbox_->admitting() && !queue_maybe_nonempty() && !has_replay()) {
     terminate(ActorState::kStopped, {});
     return;
   }
@@ -137,12 +141,12 @@ void ActorCell::wake() {
 
 // Ends a slice: runnable again only if work arrived meanwhile.
 void ActorCell::release() {
-  if (queue_.maybe_nonempty() || has_replay()) {
+  if (queue_maybe_nonempty() || has_replay()) {
     proc_.scheduler().schedule(this);
     return;
   }
   scheduled_.store(false, std::memory_order_seq_cst);
-  if (queue_.maybe_nonempty() || restart_requested_.load(std::memory_order_seq_cst) ||
+  if (queue_maybe_nonempty() || restart_requested_.load(std::memory_order_seq_cst) ||
       (stop_requested() && !is_terminal(state_.load()))) {
     wake();
   }
@@ -173,6 +177,7 @@ bool ActorCell::process(EnvelopePtr env) {
   if ((hash == wire::type_hash<SupervisionEvent>() &&
        !supervise(*env->data().get<SupervisionEvent>())) ||
       (hash == wire::type_hash<Down>() && !accept_down(*env->data().get<Down>()))) {
+    release_room(*env);  // R-FLOW-1
     state_.store(ActorState::kIdle, std::memory_order_relaxed);
     return true;
   }
@@ -182,6 +187,9 @@ bool ActorCell::process(EnvelopePtr env) {
                                  : guarded([&] { return fn(*actor_, *this, env->data()); });
   current_ = nullptr;
   std::optional<wire::Any> stashed = std::exchange(stash_data_, std::nullopt);
+  // R-FLOW-1: a handled message frees its room; a stashed one keeps it (the stash is bounded by
+  // the mailbox's bound). Before on_failure: a slice that terminates touches nothing after.
+  if (!s.ok() || !stashed) release_room(*env);
   if (!s.ok()) return on_failure(s.ToString());  // R-ACT-3, R-SUP-1
   if (stashed) {  // kept, with its envelope, until unstash_all
     env->data() = *std::move(stashed);
@@ -197,9 +205,7 @@ EnvelopePtr ActorCell::next_message() {
     replay_.pop_back();
     return env;
   }
-  MessageEnvelope* raw = queue_.pop();
-  if (raw != nullptr) queued_.fetch_sub(1, std::memory_order_relaxed);
-  return EnvelopePtr(raw);
+  return EnvelopePtr(pop_queue());
 }
 
 absl::Status ActorCell::stash_current(uint64_t type_hash, wire::Any message) {
@@ -268,6 +274,7 @@ void ActorCell::terminate(ActorState final_state, std::string error) {
   // do not block), so the backlog returned below is complete and nothing wakes the cell later.
   while (mailbox_->admitting()) std::this_thread::yield();
   return_queued();
+  wake_blocked_senders();  // R-FLOW-1: they see the actor ended and fail (R-ACT-6)
   // `scheduled_` stays true: a stray wake() can never schedule this cell again.
   finished_.store(true, std::memory_order_release);  // the last write: the cell may be freed
 }
@@ -297,6 +304,7 @@ void ActorCell::return_queued() {
 }
 
 void ActorCell::return_one(EnvelopePtr env, InvalidReason reason, std::string& why) {
+  release_room(*env);  // R-FLOW-1
   if (why.empty()) why = mailbox_->closed_detail();
   std::string target = env->dest().to_string();
   MessageEnvelope::undeliverable(

@@ -54,8 +54,11 @@ class ActorCell final : public Context,
         actor_(std::move(actor)),
         type_(type),
         options_(options),
+        bound_(options.mailbox.value_or(proc.mailbox_bound())),
         budget_(options.supervision),
         remake_(std::move(remake)) {}
+
+  ~ActorCell() override;  // cell_bounds.cc
 
   void bind(const std::shared_ptr<runtime::Mailbox>& mailbox);
   void add_child(const std::shared_ptr<ActorCell>& child);
@@ -92,6 +95,9 @@ class ActorCell final : public Context,
   // R-ACT-7: the last slice has ended; the cell may be freed.
   bool finished() const override { return finished_.load(std::memory_order_acquire); }
   runtime::SinkInfo info() const override;
+  // R-FLOW-1 (cell_bounds.cc): reserves room against the mailbox bound, or refuses by policy.
+  runtime::Admission admit(runtime::MessageEnvelope& env) override;
+  bool wait_for_room(absl::Time deadline) override;
 
   // --- Schedulable: one runner at a time ---
   // After a call that terminated the cell, nothing here touches it again (R-ACT-7).
@@ -104,6 +110,18 @@ class ActorCell final : public Context,
   absl::Status stash_current(uint64_t type_hash, wire::Any message) override;
   // The next message: unstashed ones first, then the queue.
   runtime::EnvelopePtr next_message();
+  // R-FLOW-1 (cell_bounds.cc). The queue's consumer side: for a kDropOldest cell senders pop
+  // too (dropping the oldest), so every consumer operation holds drop_mu_.
+  runtime::MessageEnvelope* pop_queue();
+  bool queue_maybe_nonempty();
+  // kDropOldest: the oldest queued envelope that may be dropped, and the failure it returns with.
+  runtime::EnvelopePtr pop_droppable(runtime::DeliveryFailure* why);
+  bool try_reserve(uint64_t bytes);
+  // A counted envelope (handler port) left the mailbox: frees its room, wakes blocked senders.
+  void release_room(const runtime::MessageEnvelope& env);
+  void wake_blocked_senders();
+  runtime::DeliveryFailure overloaded(const runtime::MessageEnvelope& env, uint64_t bytes,
+                                      std::string detail) const;
   bool has_replay() const { return !replay_.empty(); }
   TimerHandle start_timer(absl::Duration delay, absl::Duration period, EnvelopeMaker make) override;
   void cancel_timers();
@@ -157,6 +175,7 @@ class ActorCell final : public Context,
   std::unique_ptr<Actor> actor_;
   const ActorType& type_;
   const SpawnOptions options_;
+  const runtime::MailboxBound bound_;  // R-FLOW-1: resolved at spawn
   RestartBudget budget_;             // runner only
   uint32_t incarnation_ = 0;         // runner only
   uint32_t parent_incarnation_ = 0;  // set before start
@@ -166,7 +185,17 @@ class ActorCell final : public Context,
   runtime::ActorAddr addr_;
   runtime::MpscQueue queue_;
   std::atomic<bool> scheduled_{false};
+  // R-FLOW-1: what the mailbox holds against bound_ (queued, being handled, stashed, replayed;
+  // handler ports only), in envelopes and in bytes (MessageEnvelope::held_bytes).
   std::atomic<uint64_t> queued_{0};
+  std::atomic<uint64_t> queued_bytes_{0};
+  std::atomic<uint32_t> blocked_senders_{0};
+  struct RoomWaiters;                             // cell_bounds.cc; made by the first to block
+  std::atomic<RoomWaiters*> room_{nullptr};
+  absl::Mutex drop_mu_;                           // kDropOldest only (see pop_queue)
+  // kDropOldest: what a dropping sender popped but must not drop (a reply to the actor's own
+  // request, a supervision message), handled before the queue. Oldest first.
+  std::vector<runtime::EnvelopePtr> spared_ ABSL_GUARDED_BY(drop_mu_);
   std::atomic<ActorState> state_{ActorState::kCreated};
   runtime::MessageEnvelope* current_ = nullptr;
   std::optional<wire::Any> stash_data_;             // set by stash() during a handler

@@ -32,7 +32,8 @@ class StatusReporter : public Actor, public Handles<StatusQuery> {
     cx.proc().for_each_mailbox([&](const runtime::Mailbox& mailbox) {
       runtime::SinkInfo info = mailbox.sink_info();
       if (info.state.empty()) return;  // a client, not an actor
-      status.actors.push_back(ActorInfo{mailbox.owner().id.to_string(), info.state, info.queued});
+      status.actors.push_back(ActorInfo{mailbox.owner().id.to_string(), info.state, info.queued,
+                                        info.queued_bytes, info.max_messages, info.max_bytes});
     });
     std::sort(status.actors.begin(), status.actors.end(),
               [](const ActorInfo& a, const ActorInfo& b) { return a.id < b.id; });

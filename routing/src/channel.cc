@@ -9,6 +9,7 @@
 
 #include "postal/routing/channel_client.h"
 #include "postal/routing/channel_server.h"
+#include "postal/runtime/mailbox_bound.h"
 #include "socket_util.h"
 #include "transports.h"
 
@@ -18,6 +19,7 @@ using runtime::ChannelAddr;
 
 IoThread::IoThread() : context_(std::make_unique<boost::asio::io_context>(1)) {
   thread_ = std::thread([ctx = context_.get()] {
+    runtime::NoBlockScope no_block;  // R-FLOW-2: a thread that moves envelopes never waits for room
     auto guard = boost::asio::make_work_guard(*ctx);
     for (;;) {
       try {

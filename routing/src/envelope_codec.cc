@@ -242,7 +242,10 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
     put<uint8_t>(failures, f.kind == runtime::FailureKind::kInvalidReference
                                ? static_cast<uint8_t>(f.invalid)
                                : static_cast<uint8_t>(f.transport));
-    put<uint16_t>(failures, 0);
+    // §6.5: an Overloaded failure names its bound in `flags` (R-FLOW-1, R-FLOW-2).
+    put<uint16_t>(failures, f.transport == runtime::TransportReason::kOverloaded
+                                ? static_cast<uint16_t>(f.bound)
+                                : uint16_t{0});
     put<int32_t>(failures, f.os_errno);
     put<uint64_t>(failures, f.len);
     put<uint64_t>(failures, f.max);
@@ -448,11 +451,16 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
       }
       f.invalid = static_cast<runtime::InvalidReason>(reason);
     } else if (f.kind == runtime::FailureKind::kTransport) {
-      if (reason > static_cast<uint8_t>(runtime::TransportReason::kLinkUnavailable)) {
+      if (reason > static_cast<uint8_t>(runtime::TransportReason::kOverloaded)) {
         prefix = absl::StrCat("[reason ", reason, "] ");
         reason = 0;
       }
       f.transport = static_cast<runtime::TransportReason>(reason);
+      // §6.5: an Overloaded failure's bound; one this build does not know is kNone.
+      if (f.transport == runtime::TransportReason::kOverloaded &&
+          fflags <= static_cast<uint16_t>(runtime::OverloadBound::kDestinationBytes)) {
+        f.bound = static_cast<runtime::OverloadBound>(fflags);
+      }
     }
     f.len = len;
     f.max = max;

@@ -1,6 +1,7 @@
 #include "postal/routing/gateway.h"
 
 #include "absl/strings/str_cat.h"
+#include "postal/runtime/mailbox_bound.h"
 
 namespace postal::routing {
 
@@ -74,6 +75,7 @@ void Gateway::post_from_network(EnvelopePtr env, runtime::ReturnHandle& ret,
 }
 
 void Gateway::route(EnvelopePtr env, runtime::ReturnHandle& ret, runtime::MailboxSender* foreign) {
+  runtime::NoBlockScope no_block;  // R-FLOW-2: a gateway never waits for a full mailbox
   bool peeled = false;
   runtime::MailboxSender* next = nullptr;
   {

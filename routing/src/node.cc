@@ -3,10 +3,14 @@
 #include <filesystem>
 
 #include "postal/actors/system_actors.h"
+#include "postal/runtime/mailbox_bound.h"
 
 namespace postal::routing {
 
 void Node::Relay::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) {
+  // R-FLOW-2: what arrives over a channel (inproc ones too: on the sender's thread) never waits
+  // for room in a full mailbox; it returns Overloaded to its sender.
+  runtime::NoBlockScope no_block;
   runtime::MailboxSender* to = to_.load();
   if (to == nullptr) {
     std::string target = env->next_hop().to_string();
@@ -69,6 +73,7 @@ absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
   runtime::ProcOptions proc_options;
   proc_options.id = options.id;
   proc_options.scheduler = options.scheduler;
+  proc_options.mailbox = options.mailbox;  // R-FLOW-1
   if (options.gateway) {
     node->gateway_ = std::make_unique<Gateway>(*options.gateway, entry, node->dial_.get());
     proc_options.location = node->gateway_->advertise(options.id).location;

@@ -64,6 +64,8 @@ StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<E
       options_(options),
       max_frame_(std::clamp<uint64_t>(options.max_frame_bytes, 4096,
                                       std::numeric_limits<uint32_t>::max())),
+      bounds_({options.max_queue, options.max_queue_bytes, options.max_queue_per_destination,
+               options.max_queue_per_destination_bytes}),
       session_(random_session()),
       socket_(io.context()),
       reconnect_timer_(io.context()),
@@ -150,6 +152,7 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
   }
   bool kick = false, defer = false;
   size_t full_queue = 0, full_bytes = 0;
+  std::optional<DeliveryFailure> overloaded;  // R-FLOW-2
   {
     absl::MutexLock lock(&mu_);
     if (!closed_.load(std::memory_order_relaxed)) {
@@ -159,6 +162,8 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
            dial_queue_bytes_ + payload->size() > options_.max_dial_queue_bytes)) {
         full_queue = queued_.size();
         full_bytes = dial_queue_bytes_;
+      } else if ((overloaded = bounds_.admit(*env, payload->size()))) {
+        // R-FLOW-2: past a queue bound (in total or for this destination) the post fails now.
       } else {
         if (dialing_.load(std::memory_order_relaxed)) dial_queue_bytes_ += payload->size();
         queued_.push_back(Queued{std::move(env), payload->size()});
@@ -175,6 +180,7 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
       }
     }
   }
+  if (env && overloaded) return fail_now(std::move(env), ret, *std::move(overloaded));  // R-FLOW-2
   if (env && (full_queue != 0 || full_bytes != 0)) {
     std::string target = target_of(*env);
     return fail_now(
@@ -500,6 +506,7 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   held_.clear();
   cut_half_.reset();
   outstanding_.store(0, std::memory_order_release);
+  bounds_.clear();  // R-FLOW-2
   // §11: a closing client says so when it can do it cleanly (no DATA frame cut in half).
   if (link_ == Link::kUp && send_offset_ == 0 && !cut_half_ && control_sent_ == 0 &&
       !waiting_writable_ &&

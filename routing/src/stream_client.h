@@ -79,6 +79,7 @@
 #include "postal/routing/channel_client.h"
 #include "postal/runtime/deferred_flush.h"
 #include "postal/runtime/mailbox_sender.h"
+#include "queue_bounds.h"
 #include "socket_util.h"
 
 namespace postal::routing::internal {
@@ -127,6 +128,11 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   absl::Status status() const;
   size_t unacked() const {
     return closed() ? 0 : outstanding_.load(std::memory_order_acquire);
+  }
+  // R-FLOW-2: what the client holds, in total and for one destination actor.
+  QueueBounds::Held held() const { return bounds_.total(); }
+  QueueBounds::Held held_for(const runtime::ActorId& dest) const {
+    return bounds_.for_destination(dest);
   }
 
  private:
@@ -265,6 +271,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   std::atomic<bool> closed_{false};
   std::atomic<bool> rejected_{false};
   std::atomic<size_t> outstanding_{0};  // posted and neither acked nor returned
+  // R-FLOW-2: the same envelopes counted against ChannelOptions' queue bounds, in total and per
+  // destination actor; every site that lowers outstanding_ releases them here.
+  QueueBounds bounds_;
   std::atomic<bool> up_{false};         // link_ == kUp, for a worker's flush to look at
   std::atomic<bool> heartbeat_on_{false};  // the session has the heartbeat feature
   std::atomic<bool> peer_dead_{false};     // declared dead, no WELCOME since

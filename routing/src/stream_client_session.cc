@@ -263,6 +263,7 @@ void StreamClientCore::resume_on_new_session(const std::string& why) {
     if (t->env) returned.push_back(std::move(t->env));
   }
   outstanding_.fetch_sub(returned.size(), std::memory_order_acq_rel);
+  for (const EnvelopePtr& env : returned) bounds_.release(*env);  // R-FLOW-2
   acked_ = written_;
   const uint64_t old_session = session_;
   new_session();
@@ -350,6 +351,7 @@ bool StreamClientCore::encode(EnvelopePtr& env) {
             !chunked && payload.size() > kInlinePayload};
   auto fail = [&](DeliveryFailure f) {  // this envelope fails alone; the session carries on
     outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+    bounds_.release(*env);  // R-FLOW-2
     MessageEnvelope::undeliverable(std::move(env), std::move(f), returns_);
     return false;
   };
@@ -398,6 +400,7 @@ void StreamClientCore::finish_transfer(Transfer* t) {
   for (Pending& p : pending_) {  // its DATA is acked, so normally trimmed already
     if (p.transfer == t) p.transfer = nullptr;
   }
+  if (t->env) bounds_.release(*t->env);  // R-FLOW-2
   transfers_.erase(it);  // the envelope (delivered at the server) goes with it
   outstanding_.fetch_sub(1, std::memory_order_acq_rel);
   release_held();  // a slot is free (rule 24)
@@ -632,6 +635,7 @@ void StreamClientCore::trim() {
     if (p.transfer != nullptr) {
       p.transfer->env = std::move(p.env);
     } else {
+      if (p.env) bounds_.release(*p.env);  // R-FLOW-2
       ++done;
     }
     pending_.pop_front();

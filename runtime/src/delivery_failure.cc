@@ -38,8 +38,22 @@ std::string_view to_string(TransportReason reason) {
     case TransportReason::kNoRoute: return "no route";
     case TransportReason::kOversizedFrame: return "oversized frame";
     case TransportReason::kLinkUnavailable: return "link unavailable";
+    case TransportReason::kOverloaded: return "overloaded";
   }
   return "unknown reason";
+}
+
+std::string_view to_string(OverloadBound bound) {
+  switch (bound) {
+    case OverloadBound::kNone: return "a bound";
+    case OverloadBound::kMailboxMessages: return "mailbox messages";
+    case OverloadBound::kMailboxBytes: return "mailbox bytes";
+    case OverloadBound::kChannelMessages: return "channel queue messages";
+    case OverloadBound::kChannelBytes: return "channel queue bytes";
+    case OverloadBound::kDestinationMessages: return "channel queue messages for the destination";
+    case OverloadBound::kDestinationBytes: return "channel queue bytes for the destination";
+  }
+  return "a bound";
 }
 
 DeliveryFailure DeliveryFailure::invalid_reference(std::string target, InvalidReason reason,
@@ -64,6 +78,16 @@ DeliveryFailure DeliveryFailure::transport_failure(std::string target, Transport
 
 DeliveryFailure DeliveryFailure::oversized_frame(std::string target, uint64_t len, uint64_t max) {
   DeliveryFailure f = transport_failure(std::move(target), TransportReason::kOversizedFrame);
+  f.len = len;
+  f.max = max;
+  return f;
+}
+
+DeliveryFailure DeliveryFailure::overloaded(std::string target, OverloadBound bound, uint64_t len,
+                                            uint64_t max, std::string detail) {
+  DeliveryFailure f =
+      transport_failure(std::move(target), TransportReason::kOverloaded, std::move(detail));
+  f.bound = bound;
   f.len = len;
   f.max = max;
   return f;
@@ -118,6 +142,8 @@ std::string DeliveryFailure::to_string() const {
       absl::StrAppend(&line, ": ", sv(runtime::to_string(transport)));
       if (transport == TransportReason::kOversizedFrame) {
         absl::StrAppend(&line, " (", len, " bytes > max ", max, ")");
+      } else if (transport == TransportReason::kOverloaded) {
+        absl::StrAppend(&line, " (", sv(runtime::to_string(bound)), ": ", len, " of max ", max, ")");
       }
       break;
     case FailureKind::kPortGone:
@@ -165,7 +191,8 @@ absl::Status DeliveryFailure::to_status() const {
       code = absl::StatusCode::kDeadlineExceeded;
       break;
     case FailureKind::kTransport:
-      code = absl::StatusCode::kUnavailable;
+      code = transport == TransportReason::kOverloaded ? absl::StatusCode::kResourceExhausted
+                                                       : absl::StatusCode::kUnavailable;
       break;
   }
   return absl::Status(code, to_string());

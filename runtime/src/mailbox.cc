@@ -1,6 +1,7 @@
 #include "postal/runtime/mailbox.h"
 
 #include "absl/strings/str_cat.h"
+#include "postal/runtime/mailbox_bound.h"
 #include "postal/runtime/proc.h"
 
 namespace postal::runtime {
@@ -216,29 +217,59 @@ void Mailbox::deliver_handler(EnvelopePtr env, ReturnHandle& ret) {
       return;
     }
   }
-  // R-ACT-5: register the admission before reading the state, so a stopping sink either sees
-  // this delivery in flight (and waits for it) or this delivery sees the mailbox stopping.
-  admitting_.fetch_add(1, std::memory_order_seq_cst);
-  PortSink* sink = handler_sink_.load(std::memory_order_seq_cst);
-  const MailboxState now = state_.load(std::memory_order_seq_cst);
-  if (sink == nullptr || now != MailboxState::kOpen) {
+  std::optional<absl::Time> deadline;  // R-FLOW-1: set once a kBlock sender starts waiting
+  for (;;) {
+    // R-ACT-5: register the admission before reading the state, so a stopping sink either sees
+    // this delivery in flight (and waits for it) or this delivery sees the mailbox stopping.
+    admitting_.fetch_add(1, std::memory_order_seq_cst);
+    PortSink* sink = handler_sink_.load(std::memory_order_seq_cst);
+    const MailboxState now = state_.load(std::memory_order_seq_cst);
+    if (sink == nullptr || now != MailboxState::kOpen) {
+      admitting_.fetch_sub(1, std::memory_order_seq_cst);
+      // R-ACT-5: a stopping actor refuses new handler messages.
+      std::string target = env->dest().to_string();
+      const bool closed = now == MailboxState::kStopped || now == MailboxState::kFailed;
+      std::string why = closed_detail();  // R-ACT-6
+      if (why.empty() && !closed) why = "the actor is stopping";
+      fail(std::move(env),
+           DeliveryFailure::invalid_reference(
+               std::move(target), closed ? closed_reason(now) : InvalidReason::kActorStopped,
+               std::move(why)),
+           ret);
+      return;
+    }
+    Admission admission = sink->admit(*env);  // R-FLOW-1: room is reserved, or refused
+    if (admission.admitted) {
+      proc_.counters().add(Counter::kDelivered);
+      proc_.trace(TraceEventKind::kDelivered, *env);
+      sink->deliver(std::move(env));
+      admitting_.fetch_sub(1, std::memory_order_seq_cst);
+      if (admission.dropped) return_dropped(std::move(admission.dropped), std::move(admission.full));
+      return;
+    }
+    // R-FLOW-1: full. A kBlock sender that may wait does so outside the admission (a stop or
+    // a failure of the actor never waits for a blocked sender, R-ACT-5), then tries again; a
+    // returned undeliverable never waits (it would be dropped by a full sender anyway).
     admitting_.fetch_sub(1, std::memory_order_seq_cst);
-    // R-ACT-5: a stopping actor refuses new handler messages.
-    std::string target = env->dest().to_string();
-    const bool closed = now == MailboxState::kStopped || now == MailboxState::kFailed;
-    std::string why = closed_detail();  // R-ACT-6
-    if (why.empty() && !closed) why = "the actor is stopping";
-    fail(std::move(env),
-         DeliveryFailure::invalid_reference(
-             std::move(target), closed ? closed_reason(now) : InvalidReason::kActorStopped,
-             std::move(why)),
-         ret);
+    if (admission.may_wait && env->return_undeliverable() && may_block_here(proc_.scheduler())) {
+      if (!deadline) deadline = absl::Now() + admission.wait;
+      // Keeps the sink alive while waiting, whatever happens to the mailbox's owner.
+      std::shared_ptr<PortSink> keep = sink_owner_;
+      if (absl::Now() < *deadline && keep->wait_for_room(*deadline)) continue;
+    }
+    proc_.counters().add(Counter::kOverloaded);
+    fail(std::move(env), std::move(admission.full), ret);
     return;
   }
-  proc_.counters().add(Counter::kDelivered);
-  proc_.trace(TraceEventKind::kDelivered, *env);
-  sink->deliver(std::move(env));
-  admitting_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+// R-FLOW-1, kDropOldest: the dropped envelope goes back to its sender as Overloaded, through
+// the proc (the envelope's own return handle is gone with the call that delivered it), and is
+// counted.
+void Mailbox::return_dropped(EnvelopePtr env, DeliveryFailure why) {
+  proc_.counters().add(Counter::kDroppedOldest);
+  NoBlockScope no_block;  // the return never waits for room (R-FLOW-1)
+  MessageEnvelope::undeliverable(std::move(env), std::move(why), proc_);
 }
 
 void Mailbox::deliver_ephemeral(EnvelopePtr env, uint64_t index, ReturnHandle& ret) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -43,6 +44,7 @@ Proc::Proc(ProcOptions options)
       addr_{id_, options.location ? *options.location : default_location(id_)},
       system_addr_(actor_addr(Uid::singleton(*Label::parse("postal-system")))),
       default_ttl_(options.default_ttl == 0 ? kDefaultTtl : options.default_ttl),
+      mailbox_bound_(options.mailbox),
       scheduler_(options.scheduler),
       forwarder_(&no_route_),
       clock_(std::move(options.clock)),
@@ -200,9 +202,21 @@ class CaptureFailure final : public ReturnHandle {
   std::optional<DeliveryFailure> failure_;
 };
 
+// R-FLOW-2, R-FAIL-6: the envelope `try_post` hands to the forwarder, while that call runs on
+// this thread. A forwarder that refuses it at once as Overloaded (a channel queue past its
+// bound) returns it through the proc; `return_envelope` recognizes it and keeps the failure for
+// try_post's result instead.
+struct AtForwarder {
+  const Proc* proc;
+  const MessageEnvelope* env;
+  CaptureFailure* capture;
+};
+thread_local AtForwarder* at_forwarder = nullptr;
+
 }  // namespace
 
 absl::Status Proc::try_post(EnvelopePtr env, Mailbox* local) {
+  NoBlockScope no_block;  // R-FLOW-1: a full mailbox is the result at once (R-FAIL-6)
   stats_.add(Counter::kPosted);
   trace(TraceEventKind::kPosted, *env);
   CaptureFailure capture;
@@ -220,8 +234,14 @@ absl::Status Proc::try_post(EnvelopePtr env, Mailbox* local) {
         if (forwarder == &no_route_) {
           no_route_.post_unchecked(std::move(env), capture);  // known here: no route
         } else {
+          CaptureFailure overloaded;
+          AtForwarder scope{this, env.get(), &overloaded};
+          AtForwarder* outer = std::exchange(at_forwarder, &scope);
           forwarder->post_unchecked(std::move(env), *this);  // beyond here: asynchronous
-          return absl::OkStatus();
+          at_forwarder = outer;
+          if (!overloaded.failure()) return absl::OkStatus();
+          stats_.failure(overloaded.failure()->kind);
+          return overloaded.failure()->to_status();  // R-FLOW-2: the channel's queue is full
         }
       } else if ((found = lookup(dest)) == nullptr) {
         std::string target = env->dest().to_string();
@@ -258,6 +278,12 @@ void Proc::post_unchecked(EnvelopePtr env, ReturnHandle& ret) {
 }
 
 void Proc::return_envelope(EnvelopePtr env) {
+  if (at_forwarder != nullptr && at_forwarder->proc == this && at_forwarder->env == env.get() &&
+      env->root_failure() != nullptr &&
+      env->root_failure()->transport == TransportReason::kOverloaded) {
+    at_forwarder->capture->return_envelope(std::move(env));  // try_post's result (R-FLOW-2)
+    return;
+  }
   stats_.failure(env->delivery_failures().back().kind);
   stats_.add(Counter::kReturned);
   trace(TraceEventKind::kReturned, *env);

@@ -46,6 +46,8 @@ ProcStatsSnapshot ProcStats::snapshot() const {
   out.drop_return_disabled = at(Counter::kDropReturnDisabled);
   out.drop_return_failed = at(Counter::kDropReturnFailed);
   out.drop_no_return_path = at(Counter::kDropNoReturnPath);
+  out.overloaded = at(Counter::kOverloaded);
+  out.dropped_oldest = at(Counter::kDroppedOldest);
   return out;
 }
 
@@ -65,7 +67,8 @@ std::string ProcStatsSnapshot::to_string() const {
                       " transport=", transport, " port_gone=", port_gone, " expired=", expired,
                       "} drops{return_disabled=", drop_return_disabled,
                       " return_failed=", drop_return_failed,
-                      " no_return_path=", drop_no_return_path, "}");
+                      " no_return_path=", drop_no_return_path, "} overloaded=", overloaded,
+                      " dropped_oldest=", dropped_oldest);
 }
 
 }  // namespace postal::runtime

@@ -323,6 +323,10 @@ bool Scheduler::on_worker_thread() const {
   return Worker::current != nullptr && &Worker::current->sched_ == this;
 }
 
+Scheduler* Scheduler::current() {
+  return Worker::current != nullptr ? &Worker::current->sched_ : nullptr;
+}
+
 SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   for (const auto& w : workers_) {

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "postal/runtime/mailbox_bound.h"
+
 namespace postal::runtime {
 
 Timers::Timers(Clock clock, bool threaded)
@@ -17,7 +19,10 @@ uint64_t Timers::schedule(absl::Time due, std::function<void()> fn, absl::Durati
       queue_.emplace(Key{due, id}, Entry{std::move(fn), std::max(period, absl::ZeroDuration())});
   due_of_.emplace(id, due);
   if (it == queue_.begin()) earlier_ = true;  // the thread naps until the old front
-  if (threaded_ && !thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (threaded_ && !thread_.joinable()) thread_ = std::thread([this] {
+    NoBlockScope no_block;  // R-FLOW-1: a timer thread never waits for a full mailbox
+    run();
+  });
   return id;
 }
 

@@ -196,6 +196,30 @@ TEST(EnvelopeCodec, R_FAIL_1_TheOsErrorCrossesTheWire) {
   EXPECT_EQ((*got)->delivery_failures()[0].os_errno, ECONNREFUSED);
 }
 
+// R-FLOW-1, R-FLOW-2: an Overloaded failure keeps its bound, the queue's depth and the maximum
+// across the wire (§6.5: reason 7, the bound in `flags`), and renders them.
+TEST(EnvelopeCodec, R_FLOW_2_OverloadedCrossesTheWireWithItsStructuredFields) {
+  EnvelopePtr env = envelope(4);
+  env->add_failure(DeliveryFailure::overloaded("bob.beta@tcp://127.0.0.1:5000",
+                                               runtime::OverloadBound::kMailboxBytes, 4096,
+                                               4000, "the mailbox is full"));
+  EnvelopeEncoder enc;
+  EnvelopeDecoder dec;
+  uint64_t seq = 0;
+  absl::StatusOr<EnvelopePtr> got = dec.decode(encode(enc, 0, *env), seq);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ((*got)->delivery_failures().size(), 1u);
+  const DeliveryFailure& f = (*got)->delivery_failures()[0];
+  EXPECT_EQ(f, env->delivery_failures()[0]);
+  EXPECT_EQ(f.transport, runtime::TransportReason::kOverloaded);
+  EXPECT_EQ(f.bound, runtime::OverloadBound::kMailboxBytes);
+  EXPECT_EQ(f.len, 4096u);
+  EXPECT_EQ(f.max, 4000u);
+  EXPECT_NE(f.to_string().find("overloaded (mailbox bytes: 4096 of max 4000)"), std::string::npos)
+      << f.to_string();
+  EXPECT_EQ(f.to_status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST(EnvelopeCodec, TheWorkedExampleOfTheSpecByteForByte) {
   std::string letters;
   for (char c = 0x41; c <= 0x78; ++c) letters.push_back(c);

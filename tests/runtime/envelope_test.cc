@@ -393,7 +393,8 @@ TEST(DeliveryFailure, R_FAIL_1_EveryKindAndReasonRenders) {
   }
   for (TransportReason r : {TransportReason::kChannelClosed, TransportReason::kAckTimedOut,
                             TransportReason::kDialFailed, TransportReason::kNoRoute,
-                            TransportReason::kOversizedFrame, TransportReason::kLinkUnavailable}) {
+                            TransportReason::kOversizedFrame, TransportReason::kLinkUnavailable,
+                            TransportReason::kOverloaded}) {
     std::string reason(to_string(r));
     ASSERT_FALSE(reason.empty());
     std::string line = DeliveryFailure::transport_failure(target, r).to_string();

@@ -13,7 +13,8 @@
 // (sender, headers) and handled again after `cx.unstash_all()`, before anything newer, in the
 // order stashed. A restart (R-SUP-1) unstashes everything for the new incarnation; when the actor
 // ends, stashed messages go back to their senders like any unhandled ones (ActorStopped /
-// ActorFailed). The stash is not bounded: it holds what the actor chose to keep.
+// ActorFailed). The stash counts against the mailbox bound (R-FLOW-1, runtime/mailbox_bound.h):
+// what the actor keeps leaves less room for new messages.
 //
 // A Context is handed to every handler and hook; it is valid during that call. It is a
 // runtime::SendContext, so ports and actor refs send "as" this actor: the envelope's sender is

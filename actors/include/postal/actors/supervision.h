@@ -22,9 +22,12 @@
 // failure is logged, as a root actor's).
 #pragma once
 
+#include <optional>
+
 #include <string_view>
 
 #include "absl/time/time.h"
+#include "postal/runtime/mailbox_bound.h"
 
 namespace postal::actors {
 
@@ -58,6 +61,15 @@ struct Supervision {
 struct SpawnOptions {
   Supervision supervision;
   bool detached = false;
+  // R-FLOW-1: the actor's mailbox bound and overload policy (runtime/mailbox_bound.h); empty
+  // means the proc's default (ProcOptions::mailbox).
+  std::optional<runtime::MailboxBound> mailbox = std::nullopt;
+
+  static SpawnOptions bounded(runtime::MailboxBound bound) {
+    SpawnOptions o;
+    o.mailbox = bound;
+    return o;
+  }
 
   static SpawnOptions detach() {
     SpawnOptions o;

@@ -42,9 +42,13 @@ struct ActorInfo {
   std::string id;
   std::string state;
   uint64_t queued = 0;
+  // R-FLOW-1: the mailbox's bytes held and its bounds (MailboxBound).
+  uint64_t queued_bytes = 0;
+  uint64_t max_messages = 0;
+  uint64_t max_bytes = 0;
   template <class A>
   void serialize(A& a) {
-    a(id, state, queued);
+    a(id, state, queued, queued_bytes, max_messages, max_bytes);
   }
 };
 

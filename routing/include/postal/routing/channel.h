@@ -64,6 +64,17 @@ struct ChannelOptions {
   // envelopes and bytes wait for it; past either bound a post fails at once with DialFailed.
   size_t max_dial_queue = 65536;
   size_t max_dial_queue_bytes = 64 << 20;
+  // R-FLOW-2: a client holds at most `max_queue` envelopes and `max_queue_bytes` payload bytes
+  // posted and neither acked nor returned (its unsequenced and unacked queues together, the
+  // dial queue included), and at most `max_queue_per_destination` / `_bytes` of them for one
+  // destination actor, so that one flooded destination cannot fill the queue in front of
+  // another's. Past any bound a post fails at once with Transport(Overloaded), naming the bound.
+  // The per-destination bytes default admits one message of max_message_bytes; why these
+  // defaults: docs/decisions.md, "Bounded mailboxes and channel queues".
+  size_t max_queue = 1 << 20;
+  uint64_t max_queue_bytes = uint64_t{2} << 30;
+  size_t max_queue_per_destination = 1 << 18;
+  uint64_t max_queue_per_destination_bytes = uint64_t{1} << 30;
 
   // R-FLOW-4, listener bounds (a ChannelServer's; docs/decisions.md has why these defaults).
   // A connection that has not sent a valid HELLO within this long is closed.

@@ -45,6 +45,8 @@ struct NodeOptions {
   // at 5; docs/benchmarks.md).
   runtime::SchedulerOptions scheduler = node_scheduler();
   ChannelOptions channel;
+  // R-FLOW-1: the proc's default mailbox bound (runtime::ProcOptions::mailbox).
+  runtime::MailboxBound mailbox;
   bool system_actors = true;
 
   static runtime::SchedulerOptions node_scheduler() {

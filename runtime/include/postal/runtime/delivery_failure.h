@@ -40,11 +40,26 @@ enum class TransportReason : uint8_t {
   kNoRoute,
   kOversizedFrame,
   kLinkUnavailable,
+  kOverloaded,  // R-FLOW-1, R-FLOW-2: a bounded queue was full (`bound`, `len`, `max`)
+};
+
+// R-FLOW-1, R-FLOW-2: the bound an Overloaded failure met. `len` is what the queue held (in the
+// bound's unit) when the envelope was refused or dropped, `max` the bound; an envelope larger
+// than a byte bound on its own is refused with `len` = its size.
+enum class OverloadBound : uint8_t {
+  kNone,
+  kMailboxMessages,      // an actor's mailbox, in envelopes (SpawnOptions / ProcOptions)
+  kMailboxBytes,         // an actor's mailbox, in payload bytes
+  kChannelMessages,      // a channel client's queue in total (ChannelOptions)
+  kChannelBytes,
+  kDestinationMessages,  // a channel client's queue for one destination actor
+  kDestinationBytes,
 };
 
 std::string_view to_string(FailureKind kind);
 std::string_view to_string(InvalidReason reason);
 std::string_view to_string(TransportReason reason);
+std::string_view to_string(OverloadBound bound);
 
 struct DeliveryFailure {
   // Longest rendering of `to_string()`; longer lines are cut at a character boundary and end
@@ -64,12 +79,16 @@ struct DeliveryFailure {
   uint64_t len = 0;          // OversizedFrame
   uint64_t max = 0;          // OversizedFrame
   int os_errno = 0;          // Transport: the OS error behind it (errno), 0 when none
+  OverloadBound bound = OverloadBound::kNone;  // Overloaded: which bound (len, max: its values)
 
   static DeliveryFailure invalid_reference(std::string target, InvalidReason reason,
                                            std::string detail = {});
   static DeliveryFailure transport_failure(std::string target, TransportReason reason,
                                            std::string detail = {});
   static DeliveryFailure oversized_frame(std::string target, uint64_t len, uint64_t max);
+  // R-FLOW-1, R-FLOW-2: `target` could not take the envelope: `bound` held `len` of `max`.
+  static DeliveryFailure overloaded(std::string target, OverloadBound bound, uint64_t len,
+                                    uint64_t max, std::string detail = {});
   static DeliveryFailure port_gone(std::string port, std::string message_type);
   static DeliveryFailure expired(std::string target);
 
@@ -87,14 +106,15 @@ struct DeliveryFailure {
   //   ActorStopped, ActorFailed, PortGone             → FailedPrecondition
   //   ProtocolMismatch, WrongMailboxOwner             → InvalidArgument
   //   Expired                                         → DeadlineExceeded
-  //   Transport (any reason)                          → Unavailable
+  //   Transport(Overloaded)                           → ResourceExhausted
+  //   Transport (any other reason)                    → Unavailable
   absl::Status to_status() const;
 
   bool operator==(const DeliveryFailure&) const = default;
 
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(kind, invalid, transport, target, message_type, detail, len, max, os_errno);
+    ar(kind, invalid, transport, target, message_type, detail, len, max, os_errno, bound);
   }
 };
 

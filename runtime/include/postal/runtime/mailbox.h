@@ -17,6 +17,10 @@
 // While stopping (R-ACT-5) handler ports refuse new messages but ephemeral ports (replies to the
 // stopping actor's own requests) still deliver.
 //
+// Bounds (R-FLOW-1, mailbox_bound.h): the handler sink reserves room (`PortSink::admit`) inside
+// the admission; a full sink refuses with Overloaded, and a kBlock sender that may wait waits for
+// room *outside* the admission, then starts again from the state check.
+//
 // Admission (R-ACT-5): a handler-port delivery registers itself (`admitting_`) *before* it reads
 // the state, and leaves once the envelope is on the sink. `begin_stopping` moves the state away
 // from kOpen first; a sink that sees `admitting()` false after that knows every later delivery
@@ -121,6 +125,7 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
 
   void fail(EnvelopePtr env, DeliveryFailure f, ReturnHandle& ret);
   void deliver_handler(EnvelopePtr env, ReturnHandle& ret);
+  void return_dropped(EnvelopePtr env, DeliveryFailure why);
   void deliver_ephemeral(EnvelopePtr env, uint64_t index, ReturnHandle& ret);
   bool complete_failed_request(const MessageEnvelope& returned);
 

@@ -67,6 +67,13 @@ class MessageEnvelope : public QueueNode {
   void set_ttl(uint8_t ttl) { ttl_ = ttl; }
   bool return_undeliverable() const { return return_undeliverable_; }
   void set_return_undeliverable(bool v) { return_undeliverable_ = v; }
+  // R-FLOW-1, R-FLOW-2 (runtime internal, never serialized): the bytes the bounded queue that
+  // holds this envelope counted for it (a mailbox, a channel client), so that it releases the
+  // same amount whatever happens to the payload meanwhile.
+  uint32_t held_bytes() const { return held_bytes_; }
+  void set_held_bytes(uint64_t n) {
+    held_bytes_ = n > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(n);
+  }
 
   const std::vector<DeliveryFailure>& delivery_failures() const { return failures_; }
   // R-FAIL-2: the first failure recorded; policy reads this one.
@@ -96,6 +103,7 @@ class MessageEnvelope : public QueueNode {
   wire::Headers headers_;
   uint8_t ttl_ = kDefaultTtl;
   bool return_undeliverable_ = true;  // R-ENV-2
+  uint32_t held_bytes_ = 0;           // R-FLOW-1, R-FLOW-2 (fits in the padding)
   std::vector<DeliveryFailure> failures_;
 };
 

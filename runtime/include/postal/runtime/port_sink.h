@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "absl/time/time.h"
+
 #include "postal/runtime/delivery_failure.h"
 #include "postal/runtime/message_envelope.h"
 
@@ -16,6 +18,22 @@ namespace postal::runtime {
 struct SinkInfo {
   std::string state;    // e.g. an actor's lifecycle state; empty when not an actor
   uint64_t queued = 0;  // envelopes delivered and not yet handled
+  // R-FLOW-1: what the mailbox holds against its bound (0 maxima: unbounded, not an actor).
+  uint64_t queued_bytes = 0;
+  uint64_t max_messages = 0;
+  uint64_t max_bytes = 0;
+};
+
+// R-FLOW-1: a bounded sink's answer before it takes an envelope (`PortSink::admit`).
+struct Admission {
+  bool admitted = true;
+  // Not admitted: the failure to return (Overloaded) and whether the sender may wait for room.
+  // Admitted with `dropped`: the failure the dropped envelope returns with.
+  DeliveryFailure full;
+  bool may_wait = false;
+  absl::Duration wait;  // how long, when it may
+  // Admitted by dropping the oldest envelope queued (kDropOldest): the caller returns it.
+  EnvelopePtr dropped;
 };
 
 class PortSink {
@@ -24,6 +42,12 @@ class PortSink {
   virtual void deliver(EnvelopePtr env) = 0;
   virtual void fail(const DeliveryFailure&) {}
   virtual SinkInfo info() const { return {}; }
+  // R-FLOW-1: reserves room for `env` before `deliver` (an admitted envelope must then be
+  // delivered). Unbounded sinks admit everything.
+  virtual Admission admit(MessageEnvelope&) { return {}; }
+  // R-FLOW-1: waits until room may have been made, the sink closed, or `deadline`; false at the
+  // deadline or when waiting is pointless (the sender then fails the envelope).
+  virtual bool wait_for_room(absl::Time /*deadline*/) { return false; }
   // R-ACT-7: whether the sink is done with its mailbox, so a reaped tombstone may be freed (an
   // actor cell: its last slice has ended). Sinks that are never scheduled are always done.
   virtual bool finished() const { return true; }

@@ -16,7 +16,9 @@
 // or gone, payload of the wrong type, no forwarder for another proc — comes back as the call's
 // `absl::Status` (`DeliveryFailure::to_status`) and the envelope is not returned (it is counted
 // as a failure of its kind, not as returned). An envelope for another proc returns OK once the
-// forwarder has it; what fails beyond that point comes back asynchronously, as with `send`.
+// forwarder has it, unless the forwarder refuses it at once as Overloaded (a channel's queue
+// past its bound, R-FLOW-2: `ResourceExhausted`); what fails beyond that point comes back
+// asynchronously, as with `send`.
 //
 // Stopped actors stay in the muxer as closed mailboxes (tombstones, R-ACT-4) for
 // `ProcOptions::tombstone_grace` (R-ACT-7): until then a send fails ActorStopped / ActorFailed
@@ -41,6 +43,7 @@
 #include "postal/runtime/address.h"
 #include "postal/runtime/log_rate_limit.h"
 #include "postal/runtime/mailbox.h"
+#include "postal/runtime/mailbox_bound.h"
 #include "postal/runtime/mailbox_sender.h"
 #include "postal/runtime/proc_stats.h"
 #include "postal/runtime/scheduler.h"
@@ -61,6 +64,8 @@ struct ProcOptions {
   // backoff); empty means absl::Now. Tests hand in their own (virtual time on a deterministic
   // proc: advance it, then step).
   std::function<absl::Time()> clock;
+  // R-FLOW-1: the mailbox bound of actors spawned without their own (SpawnOptions::mailbox).
+  MailboxBound mailbox;
 
   // `workers` threads (0: one per core).
   static ProcOptions threads(int workers) {
@@ -101,6 +106,8 @@ class Proc final : public MailboxSender, public ReturnHandle {
   // R-SUP-3: the proc's timers, on its clock (fired before each step on a deterministic proc).
   Timers& timers() { return timers_; }
   uint8_t default_ttl() const { return default_ttl_; }
+  // R-FLOW-1: the per-proc default mailbox bound (ProcOptions::mailbox).
+  const MailboxBound& mailbox_bound() const { return mailbox_bound_; }
 
   // The sender for envelopes addressed to other procs. Not owned; nullptr restores NoRoute.
   void set_forwarder(MailboxSender* forwarder);
@@ -159,6 +166,7 @@ class Proc final : public MailboxSender, public ReturnHandle {
   ProcAddr addr_;
   ActorAddr system_addr_;
   uint8_t default_ttl_;
+  MailboxBound mailbox_bound_;
   Scheduler scheduler_;
   NoRouteSender no_route_;
   std::atomic<MailboxSender*> forwarder_;

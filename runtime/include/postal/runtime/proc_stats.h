@@ -26,6 +26,8 @@ enum class Counter : uint8_t {
   kDropReturnDisabled,
   kDropReturnFailed,
   kDropNoReturnPath,
+  kOverloaded,     // R-FLOW-1: envelopes a full local mailbox refused (returned Overloaded)
+  kDroppedOldest,  // R-FLOW-1: envelopes a kDropOldest mailbox dropped (returned Overloaded)
   kCount,
 };
 
@@ -41,6 +43,8 @@ struct ProcStatsSnapshot {
   uint64_t drop_return_disabled = 0;
   uint64_t drop_return_failed = 0;
   uint64_t drop_no_return_path = 0;
+  uint64_t overloaded = 0;      // R-FLOW-1
+  uint64_t dropped_oldest = 0;  // R-FLOW-1
 
   uint64_t undeliverable(FailureKind kind) const;
   std::string to_string() const;
@@ -48,7 +52,7 @@ struct ProcStatsSnapshot {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(posted, delivered, returned, dropped, invalid_reference, transport, port_gone, expired,
-       drop_return_disabled, drop_return_failed, drop_no_return_path);
+       drop_return_disabled, drop_return_failed, drop_no_return_path, overloaded, dropped_oldest);
   }
 };
 

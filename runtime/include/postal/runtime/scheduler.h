@@ -110,6 +110,9 @@ class Scheduler {
 
   // True on a worker thread of this scheduler.
   bool on_worker_thread() const;
+  // The scheduler whose worker thread this is; nullptr elsewhere (R-FLOW-1: a sender blocked
+  // for room waits inside that scheduler's BlockingScope).
+  static Scheduler* current();
 
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 

@@ -59,6 +59,13 @@ class Any {
   }
 
   uint64_t type_hash() const { return hash_; }
+  // R-FLOW-1: the payload's size as known without serializing: its bytes when it has them
+  // (received, or serialized once already), else the typed value's own size (`sizeof`, not
+  // what it owns on the heap); 0 when empty.
+  size_t known_size() const {
+    if (bytes_) return bytes_->size();
+    return ops_ != nullptr ? ops_->size : 0;
+  }
   bool empty() const { return hash_ == 0 && !bytes_; }
   bool is_typed() const { return ops_ != nullptr; }
 
@@ -131,6 +138,7 @@ class Any {
     void (*destroy)(void*, bool heap);
     void (*move)(void* from, void* to);  // inline only
     absl::StatusOr<std::string> (*encode)(const void*);
+    size_t size;  // sizeof the value (R-FLOW-1's byte accounting)
   };
 
   template <class T>
@@ -154,6 +162,7 @@ class Any {
           static_cast<T*>(from)->~T();
         },
         [](const void* p) { return wire::encode(*static_cast<const T*>(p), wire::type_name<T>()); },
+        sizeof(T),
     };
     return &ops;
   }

@@ -1,0 +1,208 @@
+// ActorCell's mailbox bound (R-FLOW-1; runtime/mailbox_bound.h has the contract): room is
+// reserved when the mailbox admits an envelope and freed when the envelope leaves the actor
+// (handled, returned, dropped); a full mailbox refuses, drops its oldest, or lets a kBlock
+// sender wait for room.
+#include <chrono>
+
+#include "actor_cell.h"
+#include "boost/fiber/condition_variable.hpp"
+#include "boost/fiber/mutex.hpp"
+#include "postal/actors/down.h"
+#include "postal/actors/supervision_event.h"
+
+namespace postal::actors::internal {
+
+using runtime::Admission;
+using runtime::DeliveryFailure;
+using runtime::EnvelopePtr;
+using runtime::MessageEnvelope;
+using runtime::OverloadBound;
+using runtime::OverloadPolicy;
+
+// Senders waiting for room. Fiber primitives: a waiter may be a fiber on a worker (its worker
+// keeps running other fibers) or an ordinary thread.
+struct ActorCell::RoomWaiters {
+  boost::fibers::mutex mu;
+  boost::fibers::condition_variable cv;
+};
+
+ActorCell::~ActorCell() { delete room_.load(std::memory_order_acquire); }
+
+namespace {
+
+// Handler-port envelopes are the ones the mailbox admitted against the bound.
+bool counted(const MessageEnvelope& env) {
+  return env.dest().id.port.kind() == runtime::Port::Kind::kHandler;
+}
+
+// Never refused (mailbox_bound.h): losing them would break supervision and watches.
+bool exempt(const MessageEnvelope& env) {
+  const uint64_t hash = env.data().type_hash();
+  return hash == wire::type_hash<SupervisionEvent>() || hash == wire::type_hash<Down>();
+}
+
+}  // namespace
+
+MessageEnvelope* ActorCell::pop_queue() {
+  if (bound_.policy != OverloadPolicy::kDropOldest) return queue_.pop();
+  absl::MutexLock lock(&drop_mu_);
+  if (!spared_.empty()) {
+    MessageEnvelope* env = spared_.front().release();
+    spared_.erase(spared_.begin());
+    return env;
+  }
+  return queue_.pop();
+}
+
+bool ActorCell::queue_maybe_nonempty() {
+  if (bound_.policy != OverloadPolicy::kDropOldest) return queue_.maybe_nonempty();
+  absl::MutexLock lock(&drop_mu_);
+  return !spared_.empty() || queue_.maybe_nonempty();
+}
+
+EnvelopePtr ActorCell::pop_droppable(DeliveryFailure* why) {
+  absl::MutexLock lock(&drop_mu_);
+  while (MessageEnvelope* raw = queue_.pop()) {
+    EnvelopePtr old(raw);
+    if (!counted(*old) || exempt(*old)) {  // never dropped: kept for the runner, in order
+      spared_.push_back(std::move(old));
+      continue;
+    }
+    *why = overloaded(*old, 0, "dropped as the oldest");
+    return old;
+  }
+  return nullptr;
+}
+
+bool ActorCell::try_reserve(uint64_t bytes) {
+  uint64_t n = queued_.load(std::memory_order_relaxed);
+  do {
+    if (n >= bound_.max_messages) return false;
+  } while (!queued_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst));
+  uint64_t b = queued_bytes_.load(std::memory_order_relaxed);
+  do {
+    if (b + bytes > bound_.max_bytes) {
+      queued_.fetch_sub(1, std::memory_order_seq_cst);
+      return false;
+    }
+  } while (!queued_bytes_.compare_exchange_weak(b, b + bytes, std::memory_order_seq_cst));
+  return true;
+}
+
+DeliveryFailure ActorCell::overloaded(const MessageEnvelope& env, uint64_t bytes,
+                                      std::string detail) const {
+  const uint64_t n = queued_.load(std::memory_order_relaxed);
+  std::string target = env.dest().to_string();
+  if (bytes > bound_.max_bytes) {
+    return DeliveryFailure::overloaded(std::move(target), OverloadBound::kMailboxBytes, bytes,
+                                       bound_.max_bytes, "larger than the mailbox's byte bound");
+  }
+  if (n >= bound_.max_messages) {
+    return DeliveryFailure::overloaded(std::move(target), OverloadBound::kMailboxMessages, n,
+                                       bound_.max_messages, std::move(detail));
+  }
+  return DeliveryFailure::overloaded(std::move(target), OverloadBound::kMailboxBytes,
+                                     queued_bytes_.load(std::memory_order_relaxed),
+                                     bound_.max_bytes, std::move(detail));
+}
+
+Admission ActorCell::admit(MessageEnvelope& env) {
+  Admission a;
+  const uint64_t bytes = env.data().known_size();
+  env.set_held_bytes(bytes);
+  if (exempt(env)) {  // counted, never refused
+    queued_.fetch_add(1, std::memory_order_seq_cst);
+    queued_bytes_.fetch_add(env.held_bytes(), std::memory_order_seq_cst);
+    return a;
+  }
+  if (bytes > bound_.max_bytes) {  // no amount of room would take it
+    a.admitted = false;
+    a.full = overloaded(env, bytes, {});
+    return a;
+  }
+  if (try_reserve(env.held_bytes())) return a;
+  if (bound_.policy == OverloadPolicy::kDropOldest) {
+    // Drops the oldest queued envelopes until this one fits (usually one); when nothing queued
+    // is left to drop, what fills the bound is being handled or stashed: refuse.
+    DeliveryFailure why;
+    while (EnvelopePtr old = pop_droppable(&why)) {
+      release_room(*old);
+      if (a.dropped) {  // a second one: returned here, the first by the mailbox
+        runtime::NoBlockScope no_block;
+        proc_.counters().add(runtime::Counter::kDroppedOldest);
+        MessageEnvelope::undeliverable(std::move(a.dropped), std::move(a.full), proc_);
+      }
+      a.dropped = std::move(old);
+      a.full = std::move(why);
+      if (try_reserve(env.held_bytes())) return a;
+    }
+  }
+  if (a.dropped) {  // dropped some, still no room: the dropped one still goes back
+    runtime::NoBlockScope no_block;
+    proc_.counters().add(runtime::Counter::kDroppedOldest);
+    MessageEnvelope::undeliverable(std::move(a.dropped), std::move(a.full), proc_);
+  }
+  a.admitted = false;
+  a.full = overloaded(env, bytes, "the mailbox is full");
+  a.may_wait = bound_.policy == OverloadPolicy::kBlock;
+  a.wait = bound_.block_timeout;
+  return a;
+}
+
+void ActorCell::release_room(const MessageEnvelope& env) {
+  if (!counted(env)) return;
+  queued_.fetch_sub(1, std::memory_order_seq_cst);
+  queued_bytes_.fetch_sub(env.held_bytes(), std::memory_order_seq_cst);
+  // Seen by a sender that registered before its last look at the counts (both seq_cst).
+  if (blocked_senders_.load(std::memory_order_seq_cst) != 0) wake_blocked_senders();
+}
+
+void ActorCell::wake_blocked_senders() {
+  RoomWaiters* w = room_.load(std::memory_order_acquire);
+  if (w == nullptr) return;
+  std::unique_lock<boost::fibers::mutex> lock(w->mu);
+  w->cv.notify_all();
+}
+
+bool ActorCell::wait_for_room(absl::Time deadline) {
+  RoomWaiters* w = room_.load(std::memory_order_acquire);
+  if (w == nullptr) {
+    auto* fresh = new RoomWaiters();
+    if (room_.compare_exchange_strong(w, fresh, std::memory_order_acq_rel)) {
+      w = fresh;
+    } else {
+      delete fresh;
+    }
+  }
+  // A fiber on a worker waits inside its scheduler's BlockingScope: the worker keeps running
+  // other actors (maybe this very consumer) meanwhile.
+  runtime::Scheduler* current = runtime::Scheduler::current();
+  std::optional<runtime::Scheduler::BlockingScope> blocking;
+  if (current != nullptr) blocking.emplace(*current);
+  auto room = [&] {
+    return queued_.load(std::memory_order_seq_cst) < bound_.max_messages &&
+           queued_bytes_.load(std::memory_order_seq_cst) < bound_.max_bytes;
+  };
+  auto give_up = [&] {
+    return proc_.scheduler().stopping() || (current != nullptr && current->stopping());
+  };
+  std::unique_lock<boost::fibers::mutex> lock(w->mu);
+  blocked_senders_.fetch_add(1, std::memory_order_seq_cst);
+  bool ok = false;
+  for (;;) {
+    // A stopping or ended actor: the retry fails it with the stop's reason (R-ACT-5).
+    if (room() || stop_requested() || is_terminal(state_.load())) {
+      ok = true;
+      break;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline || give_up()) break;
+    // Short slices: a stopping scheduler is noticed without a registration.
+    const absl::Duration slice = std::min(deadline - now, absl::Milliseconds(50));
+    w->cv.wait_for(lock, absl::ToChronoNanoseconds(slice));
+  }
+  blocked_senders_.fetch_sub(1, std::memory_order_seq_cst);
+  return ok;
+}
+
+}  // namespace postal::actors::internal
