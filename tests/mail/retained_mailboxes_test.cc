@@ -197,6 +197,28 @@ TEST_P(RetainedTest, M_KIND_2_PublishAsyncStoresThenPushesAndTheDestructorWaitsF
   EXPECT_EQ(*n, uint64_t{2 * kPosts});
 }
 
+// Mailbox-level calls hold the mailboxes' lock across a store call that waits for the store's
+// writer; publish_async's continuations must therefore never wait for that lock on the writer
+// thread. Before they moved to a strand, this interleaving deadlocked within a few rounds.
+TEST_P(RetainedTest, M_KIND_2_PublishAsyncNeverDeadlocksWithMailboxLevelCalls) {
+  create("busy");
+  constexpr int kRounds = 200;
+  absl::Mutex mu;
+  int done = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    mail_->publish_async("busy", Priority::kCritical, absl::StrCat("m", i),
+                         [&](absl::StatusOr<uint64_t> seq) {
+                           EXPECT_TRUE(seq.ok()) << seq.status();
+                           absl::MutexLock lock(&mu);
+                           ++done;
+                         });
+    ASSERT_TRUE(mail_->create_mailbox({.name = absl::StrCat("other", i % 8)}).ok());
+  }
+  absl::MutexLock lock(&mu);
+  auto all = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return done == kRounds; };
+  EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all), kDeadline));
+}
+
 TEST_P(RetainedTest, M_RECV_5_AnErasedMessageNeverReplaysAgain) {
   create("tasks");
   const uint64_t done = publish("tasks", Priority::kUrgent, "done");

@@ -85,7 +85,8 @@ class LivenessTest : public ::testing::Test {
     p.seq = seq;
     p.total = total;
     p.ack_to = acks;
-    return runtime::MessageEnvelope::make(client_->self_addr(), echo(), wire::Any::make(std::move(p)));
+    return runtime::MessageEnvelope::make(client_->self_addr(), echo(),
+                                          wire::Any::make(std::move(p)));
   }
 
   std::string dir_;

@@ -87,6 +87,10 @@ struct Core {
   // publish_async calls whose store append has not completed yet; ~RetainedMailboxes waits for
   // them, so their continuations never outlive this core.
   uint64_t pending_appends ABSL_GUARDED_BY(mu) = 0;
+  // Where publish_async's continuations run, in commit order: never on the store's writer
+  // thread, which must not wait for `mu` (mailbox-level calls hold `mu` across a store call that
+  // waits for the writer — a continuation taking `mu` there would deadlock with them).
+  std::shared_ptr<DeliveryExecutor::Strand> published = executor.make_strand();
   uint64_t solo_count ABSL_GUARDED_BY(mu) = 0;
   bool stopped ABSL_GUARDED_BY(mu) = false;
 

@@ -236,22 +236,31 @@ void RetainedMailboxes::publish_async(std::string_view mailbox, Priority priorit
     ++core->pending_appends;
   }
   std::string copy = body;
-  core->store->append_async(mailbox, priority, std::move(body),
-                            [core, name = std::string(mailbox), priority, copy = std::move(copy),
-                             done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
-                              if (seq.ok()) {
-                                RetainedMessage message{.mailbox = std::move(name),
-                                                        .seq = *seq,
-                                                        .priority = priority,
-                                                        .stored_at = core->clock->now(),
-                                                        .body = std::move(copy)};
-                                absl::MutexLock lock(&core->mu);
-                                core->route_locked(message);
-                              }
-                              std::move(done)(std::move(seq));
-                              absl::MutexLock lock(&core->mu);
-                              --core->pending_appends;
+  // The continuation runs on the store's writer thread (or here): it only hands the rest to the
+  // core's `published` strand, since the writer must never wait for `mu` (retained_core.h).
+  auto finish = [core, name = std::string(mailbox), priority, copy = std::move(copy),
+                 done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
+    if (seq.ok()) {
+      RetainedMessage message{.mailbox = std::move(name),
+                              .seq = *seq,
+                              .priority = priority,
+                              .stored_at = core->clock->now(),
+                              .body = std::move(copy)};
+      absl::MutexLock lock(&core->mu);
+      core->route_locked(message);
+    }
+    std::move(done)(std::move(seq));
+    absl::MutexLock lock(&core->mu);
+    --core->pending_appends;
+  };
+  core->store->append_async(
+      mailbox, priority, std::move(body),
+      [core, finish = std::move(finish)](absl::StatusOr<uint64_t> seq) mutable {
+        core->executor.post(core->published,
+                            [finish = std::move(finish), seq = std::move(seq)]() mutable {
+                              std::move(finish)(std::move(seq));
                             });
+      });
 }
 
 absl::StatusOr<bool> RetainedMailboxes::erase(std::string_view mailbox, uint64_t seq) {
