@@ -6,6 +6,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
+#include "named_error.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::mail {
@@ -16,14 +17,10 @@ constexpr std::string_view kRetriablePayload = "type.postal.dev/mail.retriable";
 constexpr std::string_view kCodePayload = "type.postal.dev/mail.code";
 
 absl::Status named(absl::StatusCode code, std::string_view name, std::string_view message) {
-  absl::Status s(code, absl::StrCat(sv(name), ": ", sv(message)));
-  s.SetPayload(sv(kErrorPayload), absl::Cord(sv(name)));
-  return s;
+  return error_internal::named(kErrorPayload, code, name, message);
 }
-
 bool is_named(const absl::Status& status, std::string_view name) {
-  absl::optional<absl::Cord> p = status.GetPayload(sv(kErrorPayload));
-  return p.has_value() && *p == sv(name);
+  return error_internal::is_named(kErrorPayload, status, name);
 }
 
 std::optional<std::string> payload(const absl::Status& status, std::string_view url) {

@@ -1,5 +1,6 @@
 #include "postal/mail/inbox_errors.h"
 
+#include "../named_error.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
@@ -11,14 +12,10 @@ namespace {
 constexpr std::string_view kErrorPayload = "type.postal.dev/mail.inbox.error";
 
 absl::Status named(absl::StatusCode code, std::string_view name, std::string_view message) {
-  absl::Status s(code, absl::StrCat(sv(name), ": ", sv(message)));
-  s.SetPayload(sv(kErrorPayload), absl::Cord(sv(name)));
-  return s;
+  return error_internal::named(kErrorPayload, code, name, message);
 }
-
 bool is_named(const absl::Status& status, std::string_view name) {
-  absl::optional<absl::Cord> p = status.GetPayload(sv(kErrorPayload));
-  return p.has_value() && *p == sv(name);
+  return error_internal::is_named(kErrorPayload, status, name);
 }
 
 }  // namespace
