@@ -38,7 +38,9 @@ long launched_pid(const std::string& out, const std::string& proc) {
 
 class UpSupervision : public ScratchDirTest {
  protected:
-  std::string name(const char* what) { return std::string("up-") + what + "-" + std::to_string(::getpid()); }
+  std::string name(const char* what) {
+    return std::string("up-") + what + "-" + std::to_string(::getpid());
+  }
   // A topology file: `procs` is the [[proc]] tables' text, after a [topology] named `topo`.
   fs::path topology(const std::string& topo, const std::string& head, const std::string& procs) {
     const fs::path file = dir_ / "t.toml";
@@ -49,6 +51,18 @@ class UpSupervision : public ScratchDirTest {
     return "[[proc]]\nname = \"" + std::string(n) + "\"\nlisten = \"ipc://@" + topo + "-" + n +
            "\"\nworkers = 1\n" + extra;
   }
+  // alpha/driver streams `size`-byte payloads to beta/echo without end; on_proc_exit = ignore and
+  // a 500 ms delivery timeout — the workload the tests stop or kill beta under.
+  fs::path endless_stream(const std::string& topo, int size) {
+    const std::string actors =
+        "[[actor]]\nproc = \"alpha\"\nname = \"driver\"\ntype = \"postal.Driver\"\n"
+        "[[actor]]\nproc = \"beta\"\nname = \"echo\"\ntype = \"postal.Echo\"\n"
+        "[workload]\npattern = \"stream\"\nfrom = \"alpha/driver\"\nto = \"beta/echo\"\n"
+        "messages = 1000000000\nsize = " +
+        std::to_string(size) + "\n";
+    return topology(topo, "on_proc_exit = \"ignore\"\ndelivery_timeout = \"500ms\"\n",
+                    proc(topo, "alpha") + proc(topo, "beta") + actors);
+  }
 };
 
 // Finding 5: SIGTERM while `postal up` waits for a proc's ready line (here one that never comes,
@@ -58,8 +72,7 @@ TEST_F(UpSupervision, ASignalWhileAProcStartsTearsDownAtOnce) {
   const fs::path file = topology(
       topo, "ready_timeout = \"60s\"\n",
       proc(topo, "first") +
-          proc(topo, "stuck",
-               "binary = \"" TEST_PROC "\"\nargs = [\"--hang-before-ready\"]\n"));
+          proc(topo, "stuck", "binary = \"" TEST_PROC "\"\nargs = [\"--hang-before-ready\"]\n"));
   BackgroundPostal up({"up", file.string()}, dir_ / "up.txt");
   ASSERT_TRUE(up.wait_for_output("hanging before ready", seconds(30))) << up.output();
   const std::string out = up.output();
@@ -85,9 +98,8 @@ TEST_F(UpSupervision, ASignalWhileAProcStartsTearsDownAtOnce) {
 // killed by kill -9, which can clean nothing up itself; so does a `postal proc`.
 TEST_F(UpSupervision, AUserBinaryDiesWithAHostKilledByKillNine) {
   const std::string topo = name("k9");
-  const fs::path file = topology(topo, "",
-                                 proc(topo, "mine", "binary = \"" TEST_PROC "\"\n") +
-                                     proc(topo, "plain"));
+  const fs::path file =
+      topology(topo, "", proc(topo, "mine", "binary = \"" TEST_PROC "\"\n") + proc(topo, "plain"));
   BackgroundPostal up({"up", file.string()}, dir_ / "up.txt");
   ASSERT_TRUE(up.wait_for_output("is up", seconds(30))) << up.output();
   const long mine = launched_pid(up.output(), "mine");
@@ -105,9 +117,9 @@ TEST_F(UpSupervision, AUserBinaryDiesWithAHostKilledByKillNine) {
 // The gap PR_SET_PDEATHSIG leaves: a host that died before its child set it. The child checks
 // the parent the host named (--parent-pid) and refuses to start without it.
 TEST_F(UpSupervision, AProcWhoseHostIsAlreadyGoneDoesNotStart) {
-  Outcome o = run_postal({"proc", "--name", "orphan", "--listen", "ipc://@" + name("orphan"),
-                          "--parent-pid", "1"},
-                         dir_ / "out.txt", seconds(30));
+  Outcome o = run_postal(
+      {"proc", "--name", "orphan", "--listen", "ipc://@" + name("orphan"), "--parent-pid", "1"},
+      dir_ / "out.txt", seconds(30));
   EXPECT_EQ(o.exit_status, 1) << o.output;
   EXPECT_NE(o.output.find("the host (pid 1) is gone"), std::string::npos) << o.output;
 }
@@ -119,14 +131,7 @@ TEST_F(UpSupervision, AProcWhoseHostIsAlreadyGoneDoesNotStart) {
 // frames are written and unacked when the stop lands.
 TEST_F(UpSupervision, TheSummaryCountsEveryReturnedPayloadByKind) {
   const std::string topo = name("count");
-  const std::string actors =
-      "[[actor]]\nproc = \"alpha\"\nname = \"driver\"\ntype = \"postal.Driver\"\n"
-      "[[actor]]\nproc = \"beta\"\nname = \"echo\"\ntype = \"postal.Echo\"\n"
-      "[workload]\npattern = \"stream\"\nfrom = \"alpha/driver\"\nto = \"beta/echo\"\n"
-      "messages = 1000000000\nsize = 65536\n";
-  const fs::path file =
-      topology(topo, "on_proc_exit = \"ignore\"\ndelivery_timeout = \"500ms\"\n",
-               proc(topo, "alpha") + proc(topo, "beta") + actors);
+  const fs::path file = endless_stream(topo, 65536);
   BackgroundPostal up({"up", file.string()}, dir_ / "up.txt");
   ASSERT_TRUE(up.wait_for_output("actor beta/echo", seconds(30))) << up.output();
   const long beta = launched_pid(up.output(), "beta");
@@ -164,22 +169,14 @@ TEST_F(UpSupervision, TheSummaryCountsEveryReturnedPayloadByKind) {
   EXPECT_GT(returned, 1u) << "only the first return was counted: " << line;
   const std::string kinds = "ack timed out=" + std::to_string(returned);
   EXPECT_NE(line.find(kinds), std::string::npos) << line;
-  EXPECT_NE(line.find("possibly delivered " + std::to_string(returned)), std::string::npos)
-      << line;
+  EXPECT_NE(line.find("possibly delivered " + std::to_string(returned)), std::string::npos) << line;
 }
 
 // With on_proc_exit = ignore, the death of the echo's proc stops the drive once the channels
 // have returned what they held (the settle time), and the summary accounts for every payload.
 TEST_F(UpSupervision, AWorkloadWhoseEchoDiesEndsWithEveryPayloadAccountedFor) {
   const std::string topo = name("die");
-  const std::string actors =
-      "[[actor]]\nproc = \"alpha\"\nname = \"driver\"\ntype = \"postal.Driver\"\n"
-      "[[actor]]\nproc = \"beta\"\nname = \"echo\"\ntype = \"postal.Echo\"\n"
-      "[workload]\npattern = \"stream\"\nfrom = \"alpha/driver\"\nto = \"beta/echo\"\n"
-      "messages = 1000000000\nsize = 64\n";
-  const fs::path file =
-      topology(topo, "on_proc_exit = \"ignore\"\ndelivery_timeout = \"500ms\"\n",
-               proc(topo, "alpha") + proc(topo, "beta") + actors);
+  const fs::path file = endless_stream(topo, 64);
   BackgroundPostal up({"up", file.string()}, dir_ / "up.txt");
   ASSERT_TRUE(up.wait_for_output("actor beta/echo", seconds(30))) << up.output();
   const long beta = launched_pid(up.output(), "beta");
