@@ -145,11 +145,15 @@ void ActorCell::release() {
     proc_.scheduler().schedule(this);
     return;
   }
+  // From the store on, another worker may run this cell, end it and let it be reaped: the
+  // re-check below holds `releasing_` so finished() stays false until it is done (R-ACT-7).
+  releasing_.fetch_add(1, std::memory_order_relaxed);
   scheduled_.store(false, std::memory_order_seq_cst);
   if (queue_maybe_nonempty() || restart_requested_.load(std::memory_order_seq_cst) ||
       (stop_requested() && !is_terminal(state_.load()))) {
     wake();
   }
+  releasing_.fetch_sub(1, std::memory_order_release);  // the last touch of this cell
 }
 
 // False when init failed and the slice ended (the cell terminated or restarts).

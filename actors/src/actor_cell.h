@@ -92,8 +92,12 @@ class ActorCell final : public Context,
 
   // --- PortSink: any thread ---
   void deliver(runtime::EnvelopePtr env) override;
-  // R-ACT-7: the last slice has ended; the cell may be freed.
-  bool finished() const override { return finished_.load(std::memory_order_acquire); }
+  // R-ACT-7: the last slice has ended and no earlier slice is still in the tail of release();
+  // the cell may be freed.
+  bool finished() const override {
+    return finished_.load(std::memory_order_acquire) &&
+           releasing_.load(std::memory_order_acquire) == 0;
+  }
   runtime::SinkInfo info() const override;
   // R-FLOW-1 (cell_bounds.cc): reserves room against the mailbox bound, or refuses by policy.
   runtime::Admission admit(runtime::MessageEnvelope& env) override;
@@ -205,6 +209,9 @@ class ActorCell final : public Context,
   std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
   size_t prune_at_ = 64;
   std::atomic<bool> finished_{false};
+  // Slices past `scheduled_ = false` in release(): another worker may already run (and end)
+  // the cell, but it must not be freed under them (R-ACT-7).
+  std::atomic<int> releasing_{0};
   std::atomic<bool> backoff_pending_{false};  // R-SUP-1: the backoff holds `scheduled_`
   std::atomic<uint64_t> backoff_timer_{0};
   std::atomic<bool> restart_requested_{false};
