@@ -40,4 +40,16 @@ absl::Status StaleClaimError(std::string_view detail) {
 }
 bool IsStaleClaim(const absl::Status& status) { return is_named(status, "StaleClaim"); }
 
+std::string inbox_error_name(const absl::Status& status) {
+  absl::optional<absl::Cord> p = status.GetPayload(sv(kErrorPayload));
+  return p.has_value() ? std::string(*p) : std::string();
+}
+
+absl::Status named_inbox_error(absl::StatusCode code, std::string_view name,
+                               std::string_view message) {
+  absl::Status s(code, sv(message));
+  if (!name.empty()) s.SetPayload(sv(kErrorPayload), absl::Cord(sv(name)));
+  return s;
+}
+
 }  // namespace postal::mail

@@ -5,17 +5,50 @@
 #include "inbox_rows.h"
 #include "postal/mail/inbox_errors.h"
 #include "postal/mail/inbox_letter.h"
+#include "postal/mail/inbox_port.h"
+#include "postal/mail/mail_address.h"
+#include "postal/wire/absl_compat.h"
 
 namespace postal::mail {
 
 using store::Db;
 using store::Stmt;
 
+namespace {
+
+// The actor address of an `actor:` destination; nullopt for a mail address.
+std::optional<absl::StatusOr<runtime::ActorAddr>> actor_destination(std::string_view dest) {
+  if (!dest.starts_with(kOutboxActorScheme)) return std::nullopt;
+  return runtime::ActorAddr::parse(dest.substr(kOutboxActorScheme.size()));
+}
+
+// Refused at emit, so a row that can never be sent is never written.
+absl::Status check_destination(std::string_view dest) {
+  if (auto actor = actor_destination(dest)) {
+    if (!actor->ok()) {
+      return InvalidPayloadError(absl::StrCat("outbox destination \"", sv(dest), "\": ",
+                                              actor->status().message(), "; nothing was emitted"));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<MailAddress> mail = MailAddress::parse(dest);
+  if (!mail.ok()) {
+    return InvalidPayloadError(absl::StrCat(
+        "outbox destination \"", sv(dest),
+        "\" is neither a mail address nor `actor:<actor address>`: ", mail.status().message(),
+        "; nothing was emitted"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Outbox::emit(InboxTx& tx, const OutboxEvent& event, const JsonLimits& limits) {
   if (event.event_id.empty() || event.destination.empty() || event.event_type.empty()) {
     return InvalidPayloadError(
         "an outbox event needs an event id, a destination and an event type; nothing was emitted");
   }
+  if (absl::Status d = check_destination(event.destination); !d.ok()) return d;
   absl::StatusOr<std::string> payload = canonical_json(event.payload, limits);
   if (!payload.ok()) return payload.status();
   // Through the handler's transaction: the row commits or rolls back with its writes.
@@ -26,15 +59,41 @@ absl::Status Outbox::emit(InboxTx& tx, const OutboxEvent& event, const JsonLimit
        inbox::encode_metadata(event.metadata), inbox::to_ms(tx.now())});
 }
 
-OutboxPublisher::OutboxPublisher(Inbox& inbox, PostOffice& office, std::unique_ptr<Db> db)
-    : inbox_(inbox), office_(office), db_(std::move(db)) {}
+OutboxPublisher::OutboxPublisher(Inbox& inbox, OutboxTargets targets, std::unique_ptr<Db> db)
+    : inbox_(inbox), targets_(targets), db_(std::move(db)) {}
 OutboxPublisher::~OutboxPublisher() = default;
 
 absl::StatusOr<std::unique_ptr<OutboxPublisher>> OutboxPublisher::create(Inbox& inbox,
                                                                          PostOffice& office) {
+  return create(inbox, OutboxTargets{.office = &office});
+}
+
+absl::StatusOr<std::unique_ptr<OutboxPublisher>> OutboxPublisher::create(Inbox& inbox,
+                                                                         OutboxTargets targets) {
   absl::StatusOr<std::unique_ptr<Db>> db = inbox.connect();
   if (!db.ok()) return db.status();
-  return std::unique_ptr<OutboxPublisher>(new OutboxPublisher(inbox, office, *std::move(db)));
+  return std::unique_ptr<OutboxPublisher>(new OutboxPublisher(inbox, targets, *std::move(db)));
+}
+
+absl::Status OutboxPublisher::send(const std::string& destination, const InboxEvent& event) {
+  if (auto actor = actor_destination(destination)) {
+    if (!actor->ok()) return actor->status();
+    if (targets_.actors == nullptr) {
+      return absl::FailedPreconditionError(
+          "an actor destination needs OutboxTargets::actors (a Client to send from)");
+    }
+    const runtime::PortRef<InboxPost> to(
+        (*actor)->port(runtime::Port::handler(wire::type_hash<InboxPost>())));
+    absl::StatusOr<InboxPostReply> reply =
+        runtime::request(*targets_.actors, to, InboxPost{.event = event}, targets_.actor_timeout,
+                         with_message_id(event.event_id));
+    return reply.ok() ? reply->to_status() : reply.status();
+  }
+  if (targets_.office == nullptr) {
+    return absl::FailedPreconditionError(
+        "a mail destination needs OutboxTargets::office (a PostOffice)");
+  }
+  return targets_.office->post(destination, to_letter(event)).status();
 }
 
 absl::StatusOr<PublishResult> OutboxPublisher::publish_once(int64_t limit) {
@@ -62,7 +121,7 @@ absl::StatusOr<PublishResult> OutboxPublisher::publish_once(int64_t limit) {
   }
   PublishResult result;
   for (const Row& row : rows) {
-    absl::StatusOr<PostReceipt> posted = office_.post(row.destination, to_letter(row.event));
+    const absl::Status posted = send(row.destination, row.event);
     const int64_t now = inbox::to_ms(inbox_.clock().now());
     absl::StatusOr<Stmt*> u = db_->prepare(
         "UPDATE outbox SET attempts = attempts + 1, published_ms = ?, last_error = ? WHERE id = ?");
@@ -71,7 +130,7 @@ absl::StatusOr<PublishResult> OutboxPublisher::publish_once(int64_t limit) {
       (*u)->bind(1, now).bind_null(2);
       ++result.sent;
     } else {
-      (*u)->bind_null(1).bind_text(2, posted.status().ToString());
+      (*u)->bind_null(1).bind_text(2, posted.ToString());
       ++result.failed;
     }
     (*u)->bind(3, row.id);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "host_core.h"
 #include "postal/actors/context.h"
+#include "postal/mail/inbox_port.h"
 #include "postal/mail/mail_errors.h"
 #include "postal/mail/sqlite_mail_store.h"
 #include "postal/wire/absl_compat.h"
@@ -406,6 +407,7 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailCreate m) {
 void register_mail_actors() {
   static const bool once = [] {
     actors::ActorRegistry::global().add(kMailboxHostType, actors::factory_for<MailboxHost>());
+    actors::ActorRegistry::global().add(kInboxPortType, actors::factory_for<InboxPortActor>());
     return true;
   }();
   (void)once;

@@ -13,6 +13,7 @@
 //                                         another worker holds the record now (M-INBOX-3)
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -30,5 +31,11 @@ bool IsInboxPermanent(const absl::Status& status);
 
 absl::Status StaleClaimError(std::string_view detail);
 bool IsStaleClaim(const absl::Status& status);
+
+// The name of an inbox error ("" for any other status), and a status given that name back —
+// for carrying a named error across a process (inbox_port.h), where the payload does not go.
+std::string inbox_error_name(const absl::Status& status);
+absl::Status named_inbox_error(absl::StatusCode code, std::string_view name,
+                               std::string_view message);
 
 }  // namespace postal::mail

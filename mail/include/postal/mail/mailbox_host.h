@@ -77,8 +77,9 @@ class MailboxHost final
   std::shared_ptr<post_internal::HostCore> core_;
 };
 
-// Registers postal.MailboxHost in the actor registry (idempotent). `postal proc` calls it; a
-// proc binary of your own that should host mailboxes calls it before routing::proc_main.
+// Registers postal.MailboxHost and postal.InboxPort (inbox_port.h) in the actor registry
+// (idempotent). `postal proc` calls it; a proc binary of your own that should host mailboxes or
+// inbox ports calls it before routing::proc_main.
 void register_mail_actors();
 
 }  // namespace postal::mail

@@ -11,11 +11,17 @@
 // exists exactly when the handler's writes do. Event ids are unique in the outbox; emitting an id
 // twice fails the handler.
 //
-// `OutboxPublisher::publish_once` sends committed, unsent rows, oldest first, to their
-// destination mail addresses through a PostOffice (any provider), as `to_letter` letters
-// (inbox_letter.h) whose id is the event id, and marks each sent after the post returned. A crash
-// between the post and the mark sends the event again: at least once, never silently lost; the
-// receiving inbox deduplicates by the id. A failed post is counted and retried next time.
+// `OutboxPublisher::publish_once` sends committed, unsent rows, oldest first, and marks each sent
+// after its destination took it. A destination is either
+//   - a mail address (`mem:…`, `post:…`, any provider): posted through a PostOffice as a
+//     `to_letter` letter (inbox_letter.h) whose id is the event id; taken = the post returned; or
+//   - `actor:<actor address>` (e.g. `actor:projection.orders@ipc:///run/orders.sock`): an
+//     InboxPost request (inbox_port.h) to that actor's InboxPost port, with the event id as its
+//     stable message id; taken = the receiver replied that its inbox committed it (new or
+//     duplicate) within `OutboxTargets::actor_timeout`.
+// A crash between the send and the mark sends the event again: at least once, never silently
+// lost; the receiving inbox deduplicates by the id. A failed send is counted, its error kept in
+// the row (`last_error`), and retried next time.
 #pragma once
 
 #include <cstdint>
@@ -26,14 +32,16 @@
 #include "absl/status/statusor.h"
 #include "postal/mail/canonical_json.h"
 #include "postal/mail/inbox.h"
+#include "postal/mail/inbox_letter.h"
 #include "postal/mail/inbox_tx.h"
 #include "postal/mail/post_office.h"
+#include "postal/runtime/send_context.h"
 
 namespace postal::mail {
 
 struct OutboxEvent {
   std::string event_id{};     // stable: derive it from what caused the event, never random
-  std::string destination{};  // a mail address
+  std::string destination{};  // a mail address, or `actor:<actor address>` (see above)
   std::string event_type{};
   int64_t schema_version = 1;
   std::string payload = "{}";  // JSON; stored canonical (InvalidPayload otherwise)
@@ -45,6 +53,17 @@ class Outbox {
   static absl::Status emit(InboxTx& tx, const OutboxEvent& event, const JsonLimits& limits = {});
 };
 
+// Where a publisher sends: mail addresses through `office`, `actor:` destinations as requests
+// from `actors` (a Client, or any context that outlives the publisher). A destination whose
+// target is null fails its send (counted, retried) with FailedPrecondition.
+struct OutboxTargets {
+  PostOffice* office = nullptr;
+  runtime::SendContext* actors = nullptr;
+  absl::Duration actor_timeout = absl::Seconds(10);
+};
+
+inline constexpr std::string_view kOutboxActorScheme = "actor:";
+
 struct PublishResult {
   int64_t sent = 0;
   int64_t failed = 0;  // posts that failed; retried by the next publish_once
@@ -53,6 +72,8 @@ struct PublishResult {
 class OutboxPublisher {
  public:
   static absl::StatusOr<std::unique_ptr<OutboxPublisher>> create(Inbox& inbox, PostOffice& office);
+  static absl::StatusOr<std::unique_ptr<OutboxPublisher>> create(Inbox& inbox,
+                                                                 OutboxTargets targets);
   ~OutboxPublisher();
   OutboxPublisher(const OutboxPublisher&) = delete;
   OutboxPublisher& operator=(const OutboxPublisher&) = delete;
@@ -61,9 +82,10 @@ class OutboxPublisher {
   absl::StatusOr<PublishResult> publish_once(int64_t limit = 100);
 
  private:
-  OutboxPublisher(Inbox& inbox, PostOffice& office, std::unique_ptr<store::Db> db);
+  OutboxPublisher(Inbox& inbox, OutboxTargets targets, std::unique_ptr<store::Db> db);
+  absl::Status send(const std::string& destination, const InboxEvent& event);
   Inbox& inbox_;
-  PostOffice& office_;
+  const OutboxTargets targets_;
   std::unique_ptr<store::Db> db_;
 };
 

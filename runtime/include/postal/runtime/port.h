@@ -212,7 +212,8 @@ OpenOncePort<T> open_once_port(SendContext& cx) {
                          OnceReceiver<T>(std::move(queue), mailbox, index)};
 }
 
-// Request/reply: fills `req.reply_to` with a fresh once port, sends, and waits for the reply
+// Request/reply: fills `req.reply_to` with a fresh once port, sends (with `headers`, e.g. a
+// stable message id), and waits for the reply
 // on the calling fiber (a handler's worker keeps running other actors meanwhile). Fails with
 // DeadlineExceeded after `timeout`, or at once with Unavailable when the request comes back
 // undeliverable (its failure line is the message).
@@ -226,10 +227,9 @@ OpenOncePort<T> open_once_port(SendContext& cx) {
 template <wire::RegisteredMessage Req>
   requires requires(Req r) { r.reply_to; typename Req::Reply; }
 absl::StatusOr<typename Req::Reply> request(SendContext& cx, const PortRef<Req>& to, Req req,
-                                            absl::Duration timeout) {
+                                            absl::Duration timeout, wire::Headers headers = {}) {
   auto [reply_to, receiver] = open_once_port<typename Req::Reply>(cx);
   req.reply_to = std::move(reply_to);
-  wire::Headers headers;
   headers.set(kReplyPortHeader, receiver.index());
   to.send(cx, std::move(req), std::move(headers));
   Scheduler& sched = cx.proc().scheduler();
