@@ -2,6 +2,9 @@
 #include "postal/mail/inbox.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
@@ -59,6 +62,7 @@ std::string encode_metadata(const std::map<std::string, std::string>& metadata) 
 
 std::map<std::string, std::string> decode_metadata(const std::string& json) {
   std::map<std::string, std::string> out;
+  if (json == "{}") return out;  // the common case, read with every claimed record
   nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
   if (!j.is_object()) return out;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -67,12 +71,35 @@ std::map<std::string, std::string> decode_metadata(const std::string& json) {
   return out;
 }
 
+namespace {
+
+// Waiting for the write lock: SQLite's own busy handler sleeps 1, 2, 5, 10 … 100 ms, far longer
+// than the few hundred µs an inbox transaction holds the lock, so contending workers slept
+// through most of it. This one sleeps 20 µs, doubling to 1 ms, until the busy timeout (its
+// milliseconds are the handler's argument) is spent.
+int wait_for_lock(void* timeout_ms, int attempt) {
+  constexpr int64_t kFirstUs = 20, kMaxUs = 1000;
+  const int64_t budget_us = reinterpret_cast<intptr_t>(timeout_ms) * 1000;
+  int64_t slept_us = 0, next_us = kFirstUs;
+  for (int i = 0; i < attempt; ++i) {  // what the earlier attempts slept
+    slept_us += next_us;
+    next_us = std::min(next_us * 2, kMaxUs);
+    if (slept_us >= budget_us) return 0;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(next_us));
+  return 1;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Db>> connect(const std::filesystem::path& path,
                                             Durability durability, absl::Duration busy_timeout,
                                             const std::string& vfs) {
   absl::StatusOr<std::unique_ptr<Db>> db = Db::open(path, vfs);
   if (!db.ok()) return db.status();
-  sqlite3_busy_timeout((*db)->handle(), static_cast<int>(absl::ToInt64Milliseconds(busy_timeout)));
+  sqlite3_busy_handler((*db)->handle(), wait_for_lock,
+                       reinterpret_cast<void*>(static_cast<intptr_t>(
+                           std::max<int64_t>(absl::ToInt64Milliseconds(busy_timeout), 0))));
   if (absl::Status s = (*db)->exec(absl::StrCat(
           "PRAGMA synchronous = ", durability == Durability::kDisk ? "FULL" : "NORMAL", ";"));
       !s.ok()) {

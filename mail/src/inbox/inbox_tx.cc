@@ -5,19 +5,34 @@
 #include "absl/strings/str_cat.h"
 #include "postal/mail/mail_errors.h"
 #include "postal/wire/absl_compat.h"
+#include "tx_statements.h"
 
 namespace postal::mail {
 namespace {
 
-// A statement for one call: prepared, bound, finalized on scope exit.
+// A statement for one call: the worker's cached one (reset when the call ends) or, without a
+// cache or room in it, its own (finalized when the call ends).
 class Statement {
  public:
-  ~Statement() { sqlite3_finalize(stmt_); }
+  explicit Statement(inbox::TxStatements* cache) : cache_(cache) {}
+  ~Statement() {
+    if (owned_) {
+      sqlite3_finalize(stmt_);
+    } else if (stmt_ != nullptr) {
+      sqlite3_reset(stmt_);  // no statement of a handler stays active between records
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
   absl::Status prepare(sqlite3* db, std::string_view sql, const std::vector<SqlValue>& params) {
     db_ = db;
-    const int rc =
-        sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
+    int rc = SQLITE_OK;
+    if (cache_ != nullptr) stmt_ = cache_->find_or_prepare(db, sql, &rc);
     if (rc != SQLITE_OK) return error(rc, sql);
+    if (stmt_ == nullptr) {
+      owned_ = true;
+      rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
+      if (rc != SQLITE_OK) return error(rc, sql);
+    }
     for (size_t i = 0; i < params.size(); ++i) {
       const int at = static_cast<int>(i + 1);
       const SqlValue& p = params[i];
@@ -69,6 +84,8 @@ class Statement {
     return IoFailedError(absl::StrCat("inbox handler transaction: '", sv(sql),
                                       "' failed: ", sqlite3_errmsg(db_), " (code ", rc, ")"));
   }
+  inbox::TxStatements* cache_;
+  bool owned_ = false;
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
 };
@@ -76,14 +93,14 @@ class Statement {
 }  // namespace
 
 absl::Status InboxTx::execute(std::string_view sql, const std::vector<SqlValue>& params) {
-  Statement s;
+  Statement s(statements_);
   if (absl::Status p = s.prepare(db_, sql, params); !p.ok()) return p;
   return s.run(nullptr);
 }
 
 absl::StatusOr<std::vector<SqlRow>> InboxTx::query(std::string_view sql,
                                                    const std::vector<SqlValue>& params) {
-  Statement s;
+  Statement s(statements_);
   if (absl::Status p = s.prepare(db_, sql, params); !p.ok()) return p;
   std::vector<SqlRow> rows;
   if (absl::Status r = s.run(&rows); !r.ok()) return r;

@@ -10,11 +10,11 @@
 #include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "inbox_rows.h"
 #include "postal/mail/inbox_errors.h"
 #include "postal/mail/system_headers.h"
 #include "postal/wire/absl_compat.h"
+#include "tx_statements.h"
 
 namespace postal::mail {
 
@@ -26,7 +26,9 @@ struct InboxWorker::Impl {
   InboxWorkerOptions options;
   std::map<std::string, HandlerRegistration, std::less<>> handlers;  // by consumer, owned only
   std::unique_ptr<Db> db;
-  std::string claim_sql;  // the ready-records query over the owned consumers
+  std::unique_ptr<inbox::TxStatements> statements;  // the handlers' (before db closes)
+  std::string claim_sql;                            // claims one lane's ready records (see create)
+  size_t next_consumer = 0;  // the consumer a claim starts with, in turn (no consumer starves)
 
   absl::Status write_outcome(const InboxClaim& c, std::string_view status, int64_t next_ms,
                              std::string_view error, int64_t now_ms, bool* applied);
@@ -74,16 +76,24 @@ absl::StatusOr<std::unique_ptr<InboxWorker>> InboxWorker::create(
   if (options.batch < 1 || options.max_attempts < 1 || options.lease <= absl::ZeroDuration()) {
     return startup("batch, max_attempts and lease must be positive");
   }
-  auto impl = std::make_unique<Impl>(Impl{inbox, std::move(options), std::move(kept), nullptr, {}});
+  auto impl = std::make_unique<Impl>(Impl{inbox,
+                                          std::move(options),
+                                          std::move(kept),
+                                          nullptr,
+                                          std::make_unique<inbox::TxStatements>(),
+                                          {}});
   absl::StatusOr<std::unique_ptr<Db>> db = inbox.connect();
   if (!db.ok()) return db.status();
   impl->db = *std::move(db);
-  std::vector<std::string> marks(impl->handlers.size(), "?");
+  // One (consumer, status) lane per statement, claimed and read at once: the `inbox_ready`
+  // index (consumer, status, next_attempt_ms, rowid) hands the lane's rows oldest first and the
+  // LIMIT stops the scan. (A query over every owned consumer and status at once sorted all ready
+  // rows on each claim.)
   impl->claim_sql = absl::StrCat(
-      "SELECT ", sv(inbox::kRecordColumns), " FROM inbox WHERE consumer IN (",
-      absl::StrJoin(marks, ", "),
-      ") AND status IN ('PENDING', 'RETRYABLE', 'PROCESSING') AND next_attempt_ms <= ? "
-      "ORDER BY next_attempt_ms, id LIMIT ?");
+      "UPDATE inbox SET status = 'PROCESSING', claim_token = ?, next_attempt_ms = ?, "
+      "attempts = attempts + 1 WHERE id IN (SELECT id FROM inbox WHERE consumer = ? AND "
+      "status = ? AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT ?) RETURNING ",
+      sv(inbox::kRecordColumns));
   return std::unique_ptr<InboxWorker>(new InboxWorker(std::move(impl)));
 }
 
@@ -92,50 +102,57 @@ absl::StatusOr<std::vector<InboxClaim>> InboxWorker::claim() {
   const absl::Time now = w.inbox.clock().now();
   const int64_t now_ms = inbox::to_ms(now);
   const absl::Time lease_until = now + w.options.lease;
+  // One token for the batch: the completion guard is (id, token, lease), so a token need only
+  // tell this claim from every other worker's and from this record's earlier claims.
+  const std::string token = mint_send_id();
   std::vector<InboxClaim> claims;
   absl::Status s = inbox::in_write_transaction(*w.db, [&]() -> absl::Status {
     claims.clear();
-    absl::StatusOr<Stmt*> q = w.db->prepare(w.claim_sql);
-    if (!q.ok()) return q.status();
-    int at = 1;
-    for (const auto& [consumer, _] : w.handlers) (*q)->bind_text(at++, consumer);
-    (*q)->bind(at, now_ms);
-    (*q)->bind(at + 1, w.options.batch);
-    std::vector<InboxRecord> ready;
-    while (true) {
-      absl::StatusOr<bool> row = (*q)->step();
-      if (!row.ok()) return row.status();
-      if (!*row) break;
-      ready.push_back(inbox::read_record(**q));
-    }
-    for (InboxRecord& r : ready) {
+    const size_t consumers = w.handlers.size();
+    const size_t first = w.next_consumer++ % consumers;
+    for (size_t k = 0; k < consumers; ++k) {
+      const std::string& consumer =
+          std::next(w.handlers.begin(), static_cast<std::ptrdiff_t>((first + k) % consumers))
+              ->first;
       // A lease that ended with the budget spent: its worker died on every attempt.
-      if (r.status == InboxStatus::kProcessing && r.attempts >= w.options.max_attempts) {
-        absl::StatusOr<Stmt*> dead = w.db->prepare(
-            "UPDATE inbox SET status = 'DEAD', claim_token = NULL, last_error = ? WHERE id = ?");
-        if (!dead.ok()) return dead.status();
-        (*dead)
-            ->bind_text(1, absl::StrCat("attempt budget (", w.options.max_attempts,
-                                        ") spent: the last lease ended without an outcome"))
-            .bind(2, r.id);
-        if (absl::Status d = (*dead)->run(); !d.ok()) return d;
-        continue;
+      absl::StatusOr<Stmt*> dead = w.db->prepare(
+          "UPDATE inbox SET status = 'DEAD', claim_token = NULL, last_error = ? "
+          "WHERE consumer = ? AND status = 'PROCESSING' AND next_attempt_ms <= ? AND attempts >= "
+          "?");
+      if (!dead.ok()) return dead.status();
+      (*dead)
+          ->bind_text(1, absl::StrCat("attempt budget (", w.options.max_attempts,
+                                      ") spent: the last lease ended without an outcome"))
+          .bind_text(2, consumer)
+          .bind(3, now_ms)
+          .bind(4, w.options.max_attempts);
+      if (absl::Status d = (*dead)->run(); !d.ok()) return d;
+      // Redeliveries before new work: a crashed worker's records, then due retries, then PENDING.
+      for (std::string_view lane : {"PROCESSING", "RETRYABLE", "PENDING"}) {
+        const int64_t room = w.options.batch - static_cast<int64_t>(claims.size());
+        if (room <= 0) break;
+        absl::StatusOr<Stmt*> q = w.db->prepare(w.claim_sql);
+        if (!q.ok()) return q.status();
+        (*q)->bind_text(1, token)
+            .bind(2, inbox::to_ms(lease_until))
+            .bind_text(3, consumer)
+            .bind_text(4, lane)
+            .bind(5, now_ms)
+            .bind(6, room);
+        while (true) {
+          absl::StatusOr<bool> row = (*q)->step();
+          if (!row.ok()) return row.status();
+          if (!*row) break;
+          claims.push_back(InboxClaim{inbox::read_record(**q), token, lease_until});
+        }
       }
-      InboxClaim c{std::move(r), mint_send_id(), lease_until};
-      absl::StatusOr<Stmt*> u = w.db->prepare(
-          "UPDATE inbox SET status = 'PROCESSING', claim_token = ?, next_attempt_ms = ?, "
-          "attempts = attempts + 1 WHERE id = ?");
-      if (!u.ok()) return u.status();
-      (*u)->bind_text(1, c.token).bind(2, inbox::to_ms(lease_until)).bind(3, c.record.id);
-      if (absl::Status d = (*u)->run(); !d.ok()) return d;
-      c.record.attempts += 1;
-      c.record.status = InboxStatus::kProcessing;
-      c.record.next_attempt_at = lease_until;
-      claims.push_back(std::move(c));
     }
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
+  // RETURNING gives rows in no particular order: handle the batch in acceptance order.
+  std::sort(claims.begin(), claims.end(),
+            [](const InboxClaim& a, const InboxClaim& b) { return a.record.id < b.record.id; });
   return claims;
 }
 
@@ -182,7 +199,7 @@ absl::Status InboxWorker::Impl::process_one(const InboxClaim& c, const std::atom
     return absl::OkStatus();
   }
   if (absl::Status s = inbox::run_cached(*db, "SAVEPOINT inbox_record"); !s.ok()) return s;
-  InboxTx tx(db->handle(), started);
+  InboxTx tx(db->handle(), started, statements.get());
   HandlerContext context{tx, c.record, c.record.attempts,
                          std::min(c.lease_until, started + options.handler_timeout), &cancel};
   absl::Status outcome;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "inbox_test_support.h"
 #include "postal/mail/inbox_errors.h"
 
@@ -271,6 +272,53 @@ TEST_F(InboxWorkerTest, M_INBOX_3_AWorkerClaimsOnlyTheConsumersItOwns) {
   ASSERT_TRUE(c.ok());
   ASSERT_EQ(c->size(), 1u);
   EXPECT_EQ(c->front().record.id, mine);
+}
+
+}  // namespace
+}  // namespace postal::mail::testing
+
+namespace postal::mail::testing {
+namespace {
+
+// M-INBOX-3 claim order: a due retry is taken before PENDING work that arrived after it was
+// first claimed, and with several consumers each claim starts with the next one, so a busy
+// consumer does not starve another.
+TEST_F(InboxWorkerTest, M_INBOX_3_ADueRetryIsClaimedBeforeNewWorkAndConsumersTakeTurns) {
+  const int64_t failing = accept("first");
+  bool fail = true;
+  auto w = worker("a", {.batch = 1, .backoff_base = absl::Seconds(1)}, [&](HandlerContext&) {
+    return fail ? absl::InternalError("once") : absl::OkStatus();
+  });
+  ASSERT_EQ(w->run_once()->retryable, 1);
+  accept("second");
+  clock_->advance(absl::Seconds(2));  // the retry is due
+  fail = false;
+  std::vector<InboxClaim> c = *w->claim();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].record.id, failing);
+  ASSERT_EQ(w->process(std::move(c))->completed, 1);
+
+  auto inbox = Inbox::open(dir_ / "two.db", {.clock = clock_, .consumers = {"x", "y"}});
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  int n = 0;
+  for (const char* consumer : {"x", "x", "x", "y"}) {
+    ASSERT_TRUE((*inbox)->accept(message(absl::StrCat("m", n++), "{}", consumer)).ok());
+  }
+  std::vector<HandlerRegistration> hs;
+  for (const char* consumer : {"x", "y"}) {
+    hs.push_back({.consumer = consumer,
+                  .supports = {{"order.created", 1}},
+                  .handler = [](std::string_view, HandlerContext&) { return absl::OkStatus(); }});
+  }
+  auto two = InboxWorker::create(**inbox, std::move(hs), {.batch = 1});
+  ASSERT_TRUE(two.ok()) << two.status();
+  std::vector<std::string> order;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<InboxClaim> got = *(*two)->claim();
+    ASSERT_EQ(got.size(), 1u);
+    order.push_back(got[0].record.message.consumer);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"x", "y"}));  // y's one record is not behind x's
 }
 
 }  // namespace

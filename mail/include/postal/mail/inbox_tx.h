@@ -22,12 +22,19 @@ struct sqlite3;
 
 namespace postal::mail {
 
+namespace inbox {
+class TxStatements;  // the worker's cache of handler statements (inbox_tx.cc)
+}
+
 using SqlValue = std::variant<std::nullptr_t, int64_t, double, std::string>;
 using SqlRow = std::vector<SqlValue>;
 
 class InboxTx {
  public:
-  InboxTx(sqlite3* db, absl::Time now) : db_(db), now_(now) {}
+  // `statements` (may be null): where prepared statements are kept between records, so a
+  // handler's statement is prepared once per worker, not once per call.
+  InboxTx(sqlite3* db, absl::Time now, inbox::TxStatements* statements = nullptr)
+      : db_(db), now_(now), statements_(statements) {}
 
   // Runs one statement (no rows wanted).
   absl::Status execute(std::string_view sql, const std::vector<SqlValue>& params = {});
@@ -42,6 +49,7 @@ class InboxTx {
  private:
   sqlite3* db_;
   absl::Time now_;
+  inbox::TxStatements* statements_;
 };
 
 }  // namespace postal::mail

@@ -7,10 +7,13 @@
 //
 // One `run_once()` is two transactions:
 //   1. claim — BEGIN IMMEDIATE, short: up to `batch` ready records of the owned consumers
-//      (PENDING or RETRYABLE whose backoff ended, or PROCESSING whose lease ended: a crashed
-//      worker's) become PROCESSING with a fresh random claim token, a lease ending at
-//      now + `lease`, and one more attempt. A lease-expired record whose budget is spent goes
-//      DEAD here instead.
+//      become PROCESSING with a fresh random claim token (one per claim), a lease ending at
+//      now + `lease`, and one more attempt. Ready, in the order they are taken: PROCESSING whose
+//      lease ended (a crashed worker's), RETRYABLE whose backoff ended, then PENDING — oldest
+//      first within each, one UPDATE … RETURNING per (consumer, status) on the `inbox_ready`
+//      index; with several consumers, each claim starts with the next one in turn. A
+//      lease-expired record whose budget is spent goes DEAD here instead. The batch is handled
+//      in acceptance (id) order.
 //   2. process — BEGIN IMMEDIATE, one group transaction: per claimed record a SAVEPOINT, the
 //      handler (it writes through `context.tx`), then the completion UPDATE guarded by the claim
 //      token and the lease (`claim_token = ? AND next_attempt_ms >= now`). When the guard
