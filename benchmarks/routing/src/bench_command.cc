@@ -111,6 +111,7 @@ absl::StatusOr<ScenarioResult> run_topology(const std::string& file, const Bench
   routing::HostOptions o;
   o.postal_binary = self_binary;
   o.proc_workers = options.workers;
+  o.authenticate = !options.no_auth;
   if (options.verbose) o.log = [](const std::string& line) { std::printf("  %s\n", line.c_str()); };
   std::printf("bringing up topology %s from %s\n", spec->name.c_str(), file.c_str());
   absl::StatusOr<std::unique_ptr<routing::Host>> host = routing::Host::up(*spec, o);
@@ -232,6 +233,8 @@ void add_bench_subcommand(CLI::App& app, BenchOptions& o) {
   b->add_option("--workers", o.workers,
                 "worker threads per proc and CAF scheduler threads (default 1)");
   b->add_flag("--verbose", o.verbose, "print how each topology comes up");
+  b->add_flag("--no-auth", o.no_auth,
+              "run the topologies without channel authentication (to measure what it costs)");
   b->add_option("--window", o.window,
                 "stream drivers' unacknowledged payloads per target (default 4096); the report's "
                 "window cap says whether it limited a run")
@@ -256,6 +259,7 @@ int bench_command(const std::string& self_binary, const BenchOptions& options) {
   report.messages_override = options.messages;
   report.workers = options.workers;
   report.peers_skipped = options.no_peers;
+  report.authenticated = !options.no_auth;
   const absl::Time start = absl::Now();
 
   if (!options.topology.empty()) {
@@ -282,7 +286,8 @@ int bench_command(const std::string& self_binary, const BenchOptions& options) {
   std::printf("postal bench: %s, %zu scenario(s), load average %.2f %.2f %.2f on %d CPUs\n",
               report.mode.c_str(), scenarios->size(), report.machine.load_before[0],
               report.machine.load_before[1], report.machine.load_before[2], report.machine.nproc);
-  report.scenarios = run_matrix(*scenarios, {self_binary, options.workers, options.verbose});
+  report.scenarios =
+      run_matrix(*scenarios, {self_binary, options.workers, options.verbose, !options.no_auth});
   if (!options.no_peers) report.peers = run_peers(*scenarios, options, self_binary);
   return finish(report, options, start) ? 0 : 1;
 }

@@ -218,6 +218,9 @@ std::string scenario_table(const Report& r) {
 std::string peer_table(const Report& r) {
   std::string out;
   if (r.peers_skipped) out += "<p class=\"note\">Peers skipped (<code>--no-peers</code>).</p>";
+  if (!r.authenticated) {
+    out += "<p class=\"note\">Channels unauthenticated (<code>--no-auth</code>).</p>";
+  }
   for (const auto& n : r.peers.notes)
     absl::StrAppend(&out, "<p class=\"note\">", escape(n), "</p>");
   if (r.peers.runs.empty()) return out;

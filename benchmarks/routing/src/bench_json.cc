@@ -27,7 +27,8 @@ std::string to_json(const Report& report) {
   };
   out["options"] = {{"messages_override", report.messages_override},
                     {"workers_per_proc", report.workers},
-                    {"peers", !report.peers_skipped}};
+                    {"peers", !report.peers_skipped},
+                    {"authenticated", report.authenticated}};
   json scenarios = json::array();
   for (const auto& r : report.scenarios) {
     scenarios.push_back({

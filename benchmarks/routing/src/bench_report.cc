@@ -115,9 +115,9 @@ void print_report(const Report& report) {
       report.mode.c_str(), m.commit.empty() ? "unknown" : m.commit.c_str(), m.nproc,
       m.cpu_model.c_str(), m.load_before[0], m.load_before[1], m.load_before[2], m.load_after[0],
       m.load_after[1], m.load_after[2]);
-  std::printf("%-30s %9s %10s %9s  %-7s %9s %9s %9s %9s %10s %8s %11s\n", "scenario",
-              "messages", "msgs/s", "MB/s", "latency", "p50", "p99", "p99.9", "max", "cpu s/M",
-              "failures", "window cap");
+  std::printf("%-30s %9s %10s %9s  %-7s %9s %9s %9s %9s %10s %8s %11s\n", "scenario", "messages",
+              "msgs/s", "MB/s", "latency", "p50", "p99", "p99.9", "max", "cpu s/M", "failures",
+              "window cap");
   for (const auto& r : report.scenarios) {
     const std::string cap = r.window_cap_msgs_per_s > 0
                                 ? si(r.window_cap_msgs_per_s) + (r.window_bound ? "!" : "")
@@ -130,10 +130,12 @@ void print_report(const Report& report) {
                 static_cast<unsigned long long>(r.failures), cap.c_str(),
                 r.error.empty() ? "" : "  ", r.error.c_str());
   }
-  std::printf("\nwindow cap: what the stream drivers' windows allow at the path's unloaded round "
-              "trip (Σ targets × window ÷ ping-pong p50 just before); \"!\" marks a scenario "
-              "over half of it\n");
+  std::printf(
+      "\nwindow cap: what the stream drivers' windows allow at the path's unloaded round "
+      "trip (Σ targets × window ÷ ping-pong p50 just before); \"!\" marks a scenario "
+      "over half of it\n");
   if (report.peers_skipped) std::printf("\npeers: skipped (--no-peers)\n");
+  if (!report.authenticated) std::printf("\nchannels: unauthenticated (--no-auth)\n");
   for (const auto& note : report.peers.notes) std::printf("\nnote: %s", note.c_str());
   if (!report.peers.notes.empty()) std::printf("\n");
   if (report.ratios.empty()) return;

@@ -64,6 +64,7 @@ struct Report {
   std::vector<ScenarioResult> scenarios;
   PeerSet peers;
   bool peers_skipped = false;  // --no-peers
+  bool authenticated = true;   // false with --no-auth
   std::vector<Ratio> ratios;
 };
 

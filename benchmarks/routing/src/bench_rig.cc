@@ -172,9 +172,15 @@ class HostRig final : public Rig {
       spec.gateways.push_back({"inner", addr("inner"), {}});
       behind = "inner";
     }
+    spec.procs.push_back({"drivers",
+                          addr("drivers"),
+                          std::nullopt,
+                          options.workers,
+                          std::nullopt,
+                          {},
+                          std::nullopt});
     spec.procs.push_back(
-        {"drivers", addr("drivers"), std::nullopt, options.workers, std::nullopt, {}, std::nullopt});
-    spec.procs.push_back({"echoes", addr("echoes"), behind, options.workers, std::nullopt, {}, std::nullopt});
+        {"echoes", addr("echoes"), behind, options.workers, std::nullopt, {}, std::nullopt});
     for (int i = 0; i < kFanWidth; ++i) {
       spec.actors.push_back({"drivers", actor_name('d', i), std::string(routing::kDriverType), {}});
       spec.actors.push_back({"echoes", actor_name('e', i), std::string(routing::kEchoType), {}});
@@ -182,6 +188,7 @@ class HostRig final : public Rig {
     routing::HostOptions o;
     o.postal_binary = options.postal_binary;
     o.proc_workers = options.workers;
+    o.authenticate = options.authenticate;
     if (options.verbose)
       o.log = [](const std::string& line) { std::printf("  %s\n", line.c_str()); };
     absl::StatusOr<std::unique_ptr<routing::Host>> host = routing::Host::up(spec, o);

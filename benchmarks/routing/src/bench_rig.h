@@ -25,6 +25,7 @@ struct RigOptions {
   std::string postal_binary;  // for the `postal proc` children
   int workers = 1;            // worker threads per proc
   bool verbose = false;       // print the host's bring-up lines
+  bool authenticate = true;   // R-SEC-1: the topology's channels prove its secret (--no-auth)
 };
 
 class Rig {

@@ -61,6 +61,23 @@ TEST_F(BenchSmoke, QuickSuiteWritesJsonWithEveryScenarioAndHtmlWithCharts) {
   EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, no scripts
 }
 
+// --no-auth runs the rig's topology without channel authentication (R-SEC-1's cost is measured
+// as the difference) and says so in both reports.
+TEST_F(BenchSmoke, NoAuthRunsTheScenarioUnauthenticatedAndSaysSo) {
+  const fs::path json_path = dir_ / "bench.json";
+  Outcome run = run_postal({"bench", "--scenario", "ipc/hops1/64B/ping-pong", "--messages", "100",
+                            "--no-peers", "--no-auth", "--json", json_path.string()},
+                           dir_ / "log.txt", std::chrono::seconds(60));
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("channels: unauthenticated (--no-auth)"), std::string::npos)
+      << run.output;
+  nlohmann::json j = nlohmann::json::parse(slurp(json_path), nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["options"].value("authenticated", true), false) << j["options"].dump();
+  ASSERT_EQ(j["scenarios"].size(), 1u);
+  EXPECT_EQ(j["scenarios"][0].value("failures", uint64_t{1}), 0u);
+}
+
 TEST_F(BenchSmoke, AnUnknownScenarioIsRefusedWithTheFormToWrite) {
   Outcome run = run_postal({"bench", "--scenario", "ipc/hops3/64B/stream", "--no-peers"},
                            dir_ / "log.txt", std::chrono::seconds(30));

@@ -24,7 +24,8 @@ struct BenchOptions {
   std::string
       peers_dir;    // where the peer programs are; default: next to postal, then the build tree
   int workers = 1;  // worker threads per proc (and CAF scheduler threads)
-  bool verbose = false;  // print the host's bring-up lines
+  bool verbose = false;    // print the host's bring-up lines
+  bool no_auth = false;    // run the topologies unauthenticated (R-SEC-1's cost, measured beside)
   uint64_t window = 4096;  // stream drivers' window (routing::kDefaultWindow)
 };
 
