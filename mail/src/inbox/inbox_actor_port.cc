@@ -23,15 +23,31 @@ absl::StatusOr<AcceptReceipt> accept_envelope(Inbox& inbox, const actors::Contex
         "the envelope carries no stable message id (header postal.message-id); the sender must "
         "set one with with_message_id() and keep it on every resend; nothing was stored");
   }
+  InboxEvent e;
+  e.event_id = *std::move(id);
+  e.event_type = std::string(event_type);
+  e.schema_version = schema_version;
+  e.payload = std::string(payload_json);
+  e.metadata = std::move(metadata);
+  return accept_event(inbox, binding, e);
+}
+
+absl::StatusOr<AcceptReceipt> accept_event(Inbox& inbox, const InboxPortBinding& binding,
+                                           const InboxEvent& event) {
+  if (event.event_id.empty()) {
+    return InvalidPayloadError(
+        "the inbox event carries no event id; the sender must give it a stable one and keep it "
+        "on every resend; nothing was stored");
+  }
   InboxMessage m;
   m.scope = binding.scope;
   m.source = binding.source;
   m.consumer = binding.consumer;
-  m.message_id = *std::move(id);
-  m.event_type = std::string(event_type);
-  m.schema_version = schema_version;
-  m.payload = std::string(payload_json);
-  m.metadata = std::move(metadata);
+  m.message_id = event.event_id;
+  m.event_type = event.event_type;
+  m.schema_version = event.schema_version;
+  m.payload = event.payload;
+  m.metadata = event.metadata;
   return inbox.accept(m);
 }
 

@@ -41,25 +41,6 @@ InboxPostReply InboxPostReply::of(const absl::StatusOr<AcceptReceipt>& receipt) 
   return r;
 }
 
-absl::StatusOr<AcceptReceipt> accept_event(Inbox& inbox, const InboxPortBinding& binding,
-                                           const InboxEvent& event) {
-  if (event.event_id.empty()) {
-    return InvalidPayloadError(
-        "the inbox event carries no event id; the sender must give it a stable one and keep it "
-        "on every resend; nothing was stored");
-  }
-  InboxMessage m;
-  m.scope = binding.scope;
-  m.source = binding.source;
-  m.consumer = binding.consumer;
-  m.message_id = event.event_id;
-  m.event_type = event.event_type;
-  m.schema_version = event.schema_version;
-  m.payload = event.payload;
-  m.metadata = event.metadata;
-  return inbox.accept(m);
-}
-
 InboxPortActor::InboxPortActor(std::unique_ptr<Inbox> inbox, InboxPortBinding binding)
     : inbox_(std::move(inbox)), binding_(std::move(binding)) {}
 InboxPortActor::~InboxPortActor() = default;

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "postal/actors/context.h"
 #include "postal/mail/inbox.h"
+#include "postal/mail/inbox_letter.h"
 #include "postal/runtime/message_id.h"
 #include "postal/wire/headers.h"
 
@@ -39,6 +40,11 @@ struct InboxPortBinding {
 
 // Headers carrying `message_id` as the envelope's stable id (plus `headers`).
 wire::Headers with_message_id(std::string message_id, wire::Headers headers = {});
+
+// Accepts `event` under `binding` (its event id as the message id; InvalidPayload without one)
+// and returns after the commit — what postal.InboxPort (inbox_port.h) does with each InboxPost.
+absl::StatusOr<AcceptReceipt> accept_event(Inbox& inbox, const InboxPortBinding& binding,
+                                           const InboxEvent& event);
 
 absl::StatusOr<AcceptReceipt> accept_envelope(Inbox& inbox, const actors::Context& cx,
                                               const InboxPortBinding& binding,

@@ -83,10 +83,6 @@ POSTAL_MESSAGE(postal::mail::InboxPost, "postal.mail.InboxPost");
 
 namespace postal::mail {
 
-// Accepts `event` under `binding` (its event id as the message id) and waits for the commit.
-absl::StatusOr<AcceptReceipt> accept_event(Inbox& inbox, const InboxPortBinding& binding,
-                                           const InboxEvent& event);
-
 // postal.InboxPort (see the top of this file).
 class InboxPortActor final : public actors::Actor, public actors::Handles<InboxPost> {
  public:
