@@ -46,9 +46,11 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial(IoThread& io,
 }
 
 absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial_async(
-    IoThread& io, ChannelAddr addr, runtime::ReturnHandle& returns, ChannelOptions options) {
+    IoThread& io, ChannelAddr addr, runtime::ReturnHandle& returns, ChannelOptions options,
+    absl::Duration delay) {
   if (addr.transport() == ChannelAddr::Transport::kInproc) return internal::dial_inproc(addr);
-  return internal::dial_stream(io, std::move(addr), returns, options, /*in_background=*/true);
+  return internal::dial_stream(io, std::move(addr), returns, options, /*in_background=*/true,
+                               delay);
 }
 
 absl::StatusOr<std::unique_ptr<ChannelServer>> ChannelServer::serve(
