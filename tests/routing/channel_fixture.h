@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,7 +79,14 @@ inline std::string unique_name() {
   static std::atomic<int> counter{0};
   return absl::StrCat("postal-chan-", ::getpid(), "-", counter.fetch_add(1));
 }
-inline ChannelAddr ipc_path() { return must(ChannelAddr::ipc("/tmp/" + unique_name() + ".sock")); }
+// A socket file of this process's own name. A raw `LocalAcceptor` (below) leaves its
+// file behind, and pids are reused: a file of that name from an earlier process is removed.
+inline ChannelAddr ipc_path() {
+  const std::string path = "/tmp/" + unique_name() + ".sock";
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
+  return must(ChannelAddr::ipc(path));
+}
 inline ChannelAddr ipc_abstract() { return must(ChannelAddr::ipc_abstract(unique_name())); }
 inline ChannelAddr tcp_any() { return must(ChannelAddr::tcp("127.0.0.1", 0)); }
 
