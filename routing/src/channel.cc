@@ -46,11 +46,9 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial(IoThread& io,
 }
 
 absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial_async(
-    IoThread& io, ChannelAddr addr, runtime::ReturnHandle& returns, ChannelOptions options,
-    absl::Duration delay) {
+    IoThread& io, ChannelAddr addr, runtime::ReturnHandle& returns, ChannelOptions options) {
   if (addr.transport() == ChannelAddr::Transport::kInproc) return internal::dial_inproc(addr);
-  return internal::dial_stream(io, std::move(addr), returns, options, /*in_background=*/true,
-                               delay);
+  return internal::dial_stream(io, std::move(addr), returns, options, /*in_background=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<ChannelServer>> ChannelServer::serve(

@@ -74,7 +74,6 @@ void DialRouter::sweep() {
                                                         idle ? "idle" : "closed", " client of ",
                                                         it->first.to_string()));
         }
-        note_evicted(it->first, *client);
         evicted.push_back(std::move(it->second.client));
         clients_.erase(it++);
       } else {
@@ -104,26 +103,6 @@ size_t DialRouter::dials() const {
   return dials_;
 }
 
-void DialRouter::note_evicted(const runtime::ChannelAddr& addr, const ChannelClient& client) {
-  if (!client.closed() || !client.never_connected()) {
-    failed_dials_.erase(addr);  // it connected (or is merely idle): the next dial goes at once
-    return;
-  }
-  if (failed_dials_.size() >= kMaxFailedAddresses && !failed_dials_.contains(addr)) {
-    failed_dials_.clear();
-  }
-  uint32_t& failures = failed_dials_[addr];
-  failures = std::min<uint32_t>(failures + 1, 30);
-}
-
-absl::Duration DialRouter::redial_delay(const runtime::ChannelAddr& addr) const {
-  auto it = failed_dials_.find(addr);
-  if (it == failed_dials_.end()) return absl::ZeroDuration();
-  absl::Duration d = options_.reconnect_initial;
-  for (uint32_t i = 1; i < it->second && d < options_.reconnect_max; ++i) d *= 2;
-  return std::min(d, options_.reconnect_max);
-}
-
 absl::StatusOr<std::shared_ptr<ChannelClient>> DialRouter::client_for(
     const runtime::ChannelAddr& addr, std::shared_ptr<ChannelClient>& evicted) {
   auto it = clients_.find(addr);
@@ -132,12 +111,11 @@ absl::StatusOr<std::shared_ptr<ChannelClient>> DialRouter::client_for(
       it->second.last_post = absl::Now();
       return it->second.client;
     }
-    note_evicted(addr, *it->second.client);
     evicted = std::move(it->second.client);  // R-ROUTE-3: evict and redial
     clients_.erase(it);
   }
   absl::StatusOr<std::unique_ptr<ChannelClient>> dialed =
-      ChannelClient::dial_async(io_, addr, returns_, options_, redial_delay(addr));
+      ChannelClient::dial_async(io_, addr, returns_, options_);
   if (!dialed.ok()) return dialed.status();  // the address cannot be a socket
   ++dials_;
   if (runtime::Logger::routing().enabled(runtime::LogLevel::kDebug)) {

@@ -99,16 +99,10 @@ void StreamClientCore::start() {
   });
 }
 
-void StreamClientCore::start_in_background(absl::Duration delay) {
-  boost::asio::post(io_.context(), [self = shared_from_this(), delay] {
+void StreamClientCore::start_in_background() {
+  boost::asio::post(io_.context(), [self = shared_from_this()] {
     absl::MutexLock lock(&self->io_mu_);
-    if (delay <= absl::ZeroDuration()) return self->resolve_then_connect();
-    // The dial timer is free until the connect arms it; a close cancels it (closed() then).
-    self->dial_timer_.expires_after(to_chrono(delay));
-    self->dial_timer_.async_wait([self](const boost::system::error_code&) {
-      absl::MutexLock lock(&self->io_mu_);
-      self->resolve_then_connect();  // returns at once when the client closed meanwhile
-    });
+    self->resolve_then_connect();
   });
 }
 
@@ -565,7 +559,6 @@ class StreamChannelClient final : public ChannelClient {
   }
   bool closed() const override { return core_->closed(); }
   bool rejected() const override { return core_->rejected(); }
-  bool never_connected() const override { return core_->never_connected(); }
   absl::Status status() const override { return core_->status(); }
   size_t unacked() const override { return core_->unacked(); }
   Liveness liveness() const override { return core_->liveness(); }
@@ -584,8 +577,7 @@ class StreamChannelClient final : public ChannelClient {
 absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, ChannelAddr addr,
                                                            ReturnHandle& returns,
                                                            ChannelOptions options,
-                                                           bool in_background,
-                                                           absl::Duration delay) {
+                                                           bool in_background) {
   std::vector<Endpoint> endpoints;
   // A background dial of a tcp host name resolves on the I/O thread; a numeric host, an ipc
   // path and a foreground dial resolve here (without DNS for the first two).
@@ -604,7 +596,7 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, Channel
   }
   auto core = std::make_shared<StreamClientCore>(io, addr, std::move(endpoints), returns, options);
   if (in_background) {
-    core->start_in_background(delay);
+    core->start_in_background();
   } else {
     if (absl::Status s = core->connect_first(); !s.ok()) return s;
     core->start();

@@ -106,8 +106,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   absl::Status connect_first();
   // Hands the connected socket to the I/O thread: HELLO, then reads.
   void start();
-  // Instead of the two above: resolve (tcp names) and connect on the I/O thread, after `delay`.
-  void start_in_background(absl::Duration delay);
+  // Instead of the two above: resolve (tcp names) and connect on the I/O thread.
+  void start_in_background();
 
   // Any thread: serialize the payload, check the size (R-CHAN-3) and queue (R-CHAN-4).
   void post(runtime::EnvelopePtr env, runtime::ReturnHandle& ret);
@@ -119,7 +119,6 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
 
   bool closed() const { return closed_.load(std::memory_order_acquire); }
   bool rejected() const { return rejected_.load(std::memory_order_acquire); }
-  bool never_connected() const { return dialing_.load(std::memory_order_acquire); }
   // R-FLOW-4: what the heartbeats found out (channel_client.h).
   ChannelClient::Liveness liveness() const {
     return {heartbeat_on_.load(std::memory_order_acquire),

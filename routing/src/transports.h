@@ -16,8 +16,7 @@ namespace postal::routing::internal {
 absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, runtime::ChannelAddr addr,
                                                            runtime::ReturnHandle& returns,
                                                            ChannelOptions options,
-                                                           bool in_background,
-                                                           absl::Duration delay = {});
+                                                           bool in_background);
 absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io, runtime::ChannelAddr addr,
                                                             runtime::MailboxSender& deliver_to,
                                                             runtime::ReturnHandle& ret,

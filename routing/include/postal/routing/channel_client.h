@@ -81,10 +81,10 @@ class ChannelClient : public runtime::MailboxSender {
                                                              runtime::ReturnHandle& returns,
                                                              ChannelOptions options = {});
   // R-FLOW-3: the same client, connected in the background (see Failure above).
-  // `delay`: the connect starts after it (a redial backoff); posts queue meanwhile.
-  static absl::StatusOr<std::unique_ptr<ChannelClient>> dial_async(
-      IoThread& io, runtime::ChannelAddr addr, runtime::ReturnHandle& returns,
-      ChannelOptions options = {}, absl::Duration delay = absl::ZeroDuration());
+  static absl::StatusOr<std::unique_ptr<ChannelClient>> dial_async(IoThread& io,
+                                                                   runtime::ChannelAddr addr,
+                                                                   runtime::ReturnHandle& returns,
+                                                                   ChannelOptions options = {});
 
   ChannelClient(const ChannelClient&) = delete;
   ChannelClient& operator=(const ChannelClient&) = delete;
@@ -102,8 +102,6 @@ class ChannelClient : public runtime::MailboxSender {
   // OK while open; otherwise why the channel closed (FailedPrecondition for a REJECT, with the
   // server's reason; DeadlineExceeded for an ack timeout; Cancelled after close()).
   virtual absl::Status status() const = 0;
-  // No connect has succeeded yet: the first dial is under way, or it failed (inproc: false).
-  virtual bool never_connected() const { return false; }
   // Envelopes posted and not yet acked (always 0 for inproc, which delivers synchronously).
   virtual size_t unacked() const = 0;
   // Closes the channel now; pending envelopes return ChannelClosed. Idempotent.

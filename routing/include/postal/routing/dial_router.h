@@ -11,12 +11,7 @@
 // R-FLOW-3: a dial never blocks the posting thread, the I/O thread or the router's lock: the
 // client is made at once (ChannelClient::dial_async) and connects on the I/O thread; envelopes
 // wait for it in its bounded dial queue and return DialFailed (to the router's `returns`) when
-// the dial fails. A dead or unreachable peer delays no traffic to another. Redial backoff: when
-// the clients of an address keep closing without ever connecting (a peer that is down), the next
-// one connects only after ChannelOptions::reconnect_initial, doubling per such client up to
-// reconnect_max, and posts meanwhile wait in its dial queue — one dial per interval instead of
-// one per post. A client that had connected resets it: a peer that said GOODBYE is redialed at
-// once.
+// the dial fails. A dead or unreachable peer delays no traffic to another.
 //
 // Eviction frees: a client is held by shared_ptr, and a posting thread takes its own reference
 // under the router's lock and drops it after the post, so an evicted client is destroyed (its
@@ -95,14 +90,6 @@ class DialRouter final : public runtime::MailboxSender {
   mutable absl::Mutex mu_;
   FlatPrefixTable<runtime::ChannelAddr> book_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<runtime::ChannelAddr, Cached> clients_ ABSL_GUARDED_BY(mu_);
-  // Redial backoff: per address, how many clients in a row closed without connecting (bounded:
-  // forgotten past kMaxFailedAddresses, which only shortens a wait).
-  static constexpr size_t kMaxFailedAddresses = 4096;
-  absl::flat_hash_map<runtime::ChannelAddr, uint32_t> failed_dials_ ABSL_GUARDED_BY(mu_);
-  void note_evicted(const runtime::ChannelAddr& addr, const ChannelClient& client)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Duration redial_delay(const runtime::ChannelAddr& addr) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t dials_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Sweeper> sweeper_;
   BookedOnly booked_only_{*this};
