@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,16 @@
 
 namespace postal::routing {
 namespace {
+
+// kill(SIGSTOP) returns before the target stops: whether the kernel says `pid` is stopped now
+// (state T in /proc/PID/stat), so nothing posted after the wait can still be read and acked.
+bool is_stopped(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T';
+}
 
 using runtime::ChannelAddr;
 using test_support::must;
@@ -177,6 +189,7 @@ TEST_F(LivenessTest, R_FLOW_4_ASigstoppedProcIsDeclaredDeadByHeartbeatsAndResume
   const pid_t gamma = host_->find_proc("gamma")->pid;
   ASSERT_EQ(::kill(gamma, SIGSTOP), 0);
   absl::Cleanup resume = [gamma] { ::kill(gamma, SIGCONT); };
+  ASSERT_TRUE(wait_for([&] { return is_stopped(gamma); }, kDeadline));
   const absl::Time stopped = absl::Now();
   for (uint64_t i = kTotal / 2; i < kTotal; ++i) {
     channel->post(stream_payload(i, kTotal, ack_to), node_->proc());
@@ -227,6 +240,7 @@ TEST_F(LivenessTest, R_FLOW_4_EnvelopesPendingForAProcThatStaysStuckReturnAtTheD
   const pid_t gamma = host_->find_proc("gamma")->pid;
   ASSERT_EQ(::kill(gamma, SIGSTOP), 0);
   absl::Cleanup resume = [gamma] { ::kill(gamma, SIGCONT); };
+  ASSERT_TRUE(wait_for([&] { return is_stopped(gamma); }, kDeadline));
   const absl::Time stopped = absl::Now();
   for (uint64_t i = 1; i <= kPending; ++i) {
     channel->post(stream_payload(i, kPending + 1, ack_to), node_->proc());
