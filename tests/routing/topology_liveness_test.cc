@@ -33,6 +33,12 @@ bool is_stopped(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T';
 }
 
+// SIGSTOPs `pid` and waits until it is stopped.
+bool stop(pid_t pid) {
+  return ::kill(pid, SIGSTOP) == 0 &&
+         test_support::wait_for([&] { return is_stopped(pid); }, absl::Seconds(10));
+}
+
 using runtime::ChannelAddr;
 using test_support::must;
 using test_support::wait_for;
@@ -187,9 +193,8 @@ TEST_F(LivenessTest, R_FLOW_4_ASigstoppedProcIsDeclaredDeadByHeartbeatsAndResume
   EXPECT_TRUE(channel->liveness().heartbeat);
 
   const pid_t gamma = host_->find_proc("gamma")->pid;
-  ASSERT_EQ(::kill(gamma, SIGSTOP), 0);
   absl::Cleanup resume = [gamma] { ::kill(gamma, SIGCONT); };
-  ASSERT_TRUE(wait_for([&] { return is_stopped(gamma); }, kDeadline));
+  ASSERT_TRUE(stop(gamma));
   const absl::Time stopped = absl::Now();
   for (uint64_t i = kTotal / 2; i < kTotal; ++i) {
     channel->post(stream_payload(i, kTotal, ack_to), node_->proc());
@@ -238,9 +243,8 @@ TEST_F(LivenessTest, R_FLOW_4_EnvelopesPendingForAProcThatStaysStuckReturnAtTheD
   ASSERT_TRUE(wait_for([&] { return channel->unacked() == 0; }, kDeadline));
 
   const pid_t gamma = host_->find_proc("gamma")->pid;
-  ASSERT_EQ(::kill(gamma, SIGSTOP), 0);
   absl::Cleanup resume = [gamma] { ::kill(gamma, SIGCONT); };
-  ASSERT_TRUE(wait_for([&] { return is_stopped(gamma); }, kDeadline));
+  ASSERT_TRUE(stop(gamma));
   const absl::Time stopped = absl::Now();
   for (uint64_t i = 1; i <= kPending; ++i) {
     channel->post(stream_payload(i, kPending + 1, ack_to), node_->proc());

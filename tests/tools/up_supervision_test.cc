@@ -36,6 +36,23 @@ long launched_pid(const std::string& out, const std::string& proc) {
   return at == std::string::npos ? 0 : std::stol(out.substr(at + key.size()));
 }
 
+// The summary's "accounted: sent S = delivered D + returned R + unresolved U" line, parsed.
+struct Accounted {
+  bool parsed = false;
+  std::string line;
+  unsigned long long sent = 0, delivered = 0, returned = 0, unresolved = 0;
+};
+Accounted parse_accounted(const std::string& out) {
+  Accounted a;
+  const size_t at = out.find("accounted: ");
+  if (at == std::string::npos) return a;
+  a.line = out.substr(at);
+  a.parsed = std::sscanf(a.line.c_str(),
+                         "accounted: sent %llu = delivered %llu + returned %llu + unresolved %llu",
+                         &a.sent, &a.delivered, &a.returned, &a.unresolved) == 4;
+  return a;
+}
+
 class UpSupervision : public ScratchDirTest {
  protected:
   std::string name(const char* what) {
@@ -157,19 +174,14 @@ TEST_F(UpSupervision, TheSummaryCountsEveryReturnedPayloadByKind) {
   const bool accounted = up.wait_for_output("accounted: ", seconds(20));
   ::kill(static_cast<pid_t>(beta), SIGCONT);
   ASSERT_TRUE(accounted) << up.output();
-  const std::string out = up.output();
-  const std::string line = out.substr(out.find("accounted: "));
-  unsigned long long sent = 0, delivered = 0, returned = 0, unresolved = 0;
-  ASSERT_EQ(std::sscanf(line.c_str(),
-                        "accounted: sent %llu = delivered %llu + returned %llu + unresolved %llu",
-                        &sent, &delivered, &returned, &unresolved),
-            4)
-      << line;
-  EXPECT_EQ(sent, delivered + returned + unresolved) << line;
-  EXPECT_GT(returned, 1u) << "only the first return was counted: " << line;
-  const std::string kinds = "ack timed out=" + std::to_string(returned);
-  EXPECT_NE(line.find(kinds), std::string::npos) << line;
-  EXPECT_NE(line.find("possibly delivered " + std::to_string(returned)), std::string::npos) << line;
+  const Accounted a = parse_accounted(up.output());
+  ASSERT_TRUE(a.parsed) << a.line;
+  EXPECT_EQ(a.sent, a.delivered + a.returned + a.unresolved) << a.line;
+  EXPECT_GT(a.returned, 1u) << "only the first return was counted: " << a.line;
+  const std::string kinds = "ack timed out=" + std::to_string(a.returned);
+  EXPECT_NE(a.line.find(kinds), std::string::npos) << a.line;
+  EXPECT_NE(a.line.find("possibly delivered " + std::to_string(a.returned)), std::string::npos)
+      << a.line;
 }
 
 // With on_proc_exit = ignore, the death of the echo's proc stops the drive once the channels
@@ -183,15 +195,9 @@ TEST_F(UpSupervision, AWorkloadWhoseEchoDiesEndsWithEveryPayloadAccountedFor) {
   ASSERT_GT(beta, 0) << up.output();
   ASSERT_EQ(::kill(static_cast<pid_t>(beta), SIGKILL), 0);
   ASSERT_TRUE(up.wait_for_output("accounted: ", seconds(20))) << up.output();
-  const std::string out = up.output();
-  const std::string line = out.substr(out.find("accounted: "));
-  unsigned long long sent = 0, delivered = 0, returned = 0, unresolved = 0;
-  ASSERT_EQ(std::sscanf(line.c_str(),
-                        "accounted: sent %llu = delivered %llu + returned %llu + unresolved %llu",
-                        &sent, &delivered, &returned, &unresolved),
-            4)
-      << line;
-  EXPECT_EQ(sent, delivered + returned + unresolved) << line;
+  const Accounted a = parse_accounted(up.output());
+  ASSERT_TRUE(a.parsed) << a.line;
+  EXPECT_EQ(a.sent, a.delivered + a.returned + a.unresolved) << a.line;
   EXPECT_TRUE(up.wait_for_output("is up", seconds(5))) << "ignore: the others keep running";
 }
 

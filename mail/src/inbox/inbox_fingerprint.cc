@@ -12,13 +12,7 @@ std::string fingerprint_canonical(std::string_view event_type, int64_t schema_ve
   h.update(event_type);
   h.update(absl::StrCat("\n", schema_version, "\n"));
   h.update(canonical_payload);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : h.finish()) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
+  return inbox::to_hex(h.finish());
 }
 
 absl::StatusOr<std::string> inbox_fingerprint(std::string_view event_type, int64_t schema_version,

@@ -91,16 +91,21 @@ std::array<uint8_t, 32> Sha256::finish() {
   return out;
 }
 
-std::string sha256_hex(std::string_view data) {
-  Sha256 h;
-  h.update(data);
+std::string to_hex(const std::array<uint8_t, 32>& digest) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (uint8_t b : h.finish()) {
+  out.reserve(64);
+  for (uint8_t b : digest) {
     out.push_back(kHex[b >> 4]);
     out.push_back(kHex[b & 15]);
   }
   return out;
+}
+
+std::string sha256_hex(std::string_view data) {
+  Sha256 h;
+  h.update(data);
+  return to_hex(h.finish());
 }
 
 }  // namespace postal::mail::inbox

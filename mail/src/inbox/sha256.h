@@ -28,6 +28,8 @@ class Sha256 {
 };
 
 // The digest of `data` as 64 lowercase hex digits.
+// A digest in lowercase hex (64 characters).
+std::string to_hex(const std::array<uint8_t, 32>& digest);
 std::string sha256_hex(std::string_view data);
 
 }  // namespace postal::mail::inbox
