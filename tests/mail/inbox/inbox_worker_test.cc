@@ -70,6 +70,35 @@ TEST_F(InboxWorkerTest, M_INBOX_3_HandlerWritesCommitWithTheCompletion) {
   EXPECT_EQ(effects(), 1);
 }
 
+// M-INBOX-3 with the worker's statement cache full: a handler whose SQL text differs on every
+// call (values formatted into it) still writes in the record's transaction — past the cache's
+// 64 texts each statement is prepared for its call — and a failed handler's writes still roll
+// back, cached or not.
+TEST_F(InboxWorkerTest, M_INBOX_3_HandlerWritesPastTheStatementCacheCommitAndRollBackAlike) {
+  constexpr int kRecords = 100;  // more distinct texts than the cache keeps
+  for (int i = 0; i < kRecords; ++i) accept(absl::StrCat("e-", i));
+  std::vector<HandlerRegistration> handlers;
+  handlers.push_back({.consumer = kConsumer,
+                      .supports = {{"order.created", 1}},
+                      .handler = [](std::string_view, HandlerContext& ctx) -> absl::Status {
+                        const std::string& id = ctx.record.message.message_id;
+                        absl::Status s = ctx.tx.execute(absl::StrCat(
+                            "INSERT INTO effect (message_id, who) VALUES ('", id, "', 'x')"));
+                        if (!s.ok()) return s;
+                        // Every tenth fails after its write: the write must not survive.
+                        return id.ends_with('7') ? absl::InternalError("after the write")
+                                                 : absl::OkStatus();
+                      }});
+  auto w = InboxWorker::create(*inbox_, std::move(handlers), {.batch = kRecords});
+  ASSERT_TRUE(w.ok()) << w.status();
+  absl::StatusOr<ProcessResult> r = (*w)->run_once();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->completed, kRecords - 10);
+  EXPECT_EQ(r->retryable, 10);
+  EXPECT_EQ(effects(), kRecords - 10);
+  EXPECT_EQ(query_int(file(), "SELECT count(*) FROM effect WHERE message_id LIKE '%7'"), 0);
+}
+
 TEST_F(InboxWorkerTest, M_INBOX_3_FailedHandlerRollsBackItsWritesAndRetriesWithBackoff) {
   const int64_t id = accept("e-1");
   int calls = 0;
