@@ -220,6 +220,22 @@ BENCHMARK(BM_PostalPublishIpc)
     ->Threads(8)
     ->UseRealTime();
 
+// The same round trip without a store write (a status request): what the request path costs.
+void BM_PostalStatusIpc(benchmark::State& state) {
+  if (!g_world->error.empty()) return state.SkipWithError(g_world->error.c_str());
+  IpcPublisher pub(false, state.thread_index());
+  if (!pub.error.empty()) return state.SkipWithError(pub.error.c_str());
+  const std::string to = box(false, true);
+  for (auto _ : state) {
+    if (absl::StatusOr<MailboxStatus> s = pub.office.status(to); !s.ok()) {
+      state.SkipWithError(std::string(s.status().message()).c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PostalStatusIpc)->Threads(1)->Threads(8)->UseRealTime();
+
 // At most kAsyncWindow posts in flight, kAsyncRound a round, all answered before the round ends
 // (the same shape as BM_JetStreamPublishAsync).
 void publish_window_loop(benchmark::State& state, PostOffice& office, const std::string& to) {

@@ -1,5 +1,6 @@
 // IoThread and the transport-picking factories of ChannelClient and ChannelServer.
 #include "postal/routing/channel.h"
+#include "postal/runtime/thread_name.h"
 
 #include <future>
 
@@ -19,6 +20,7 @@ using runtime::ChannelAddr;
 
 IoThread::IoThread() : context_(std::make_unique<boost::asio::io_context>(1)) {
   thread_ = std::thread([ctx = context_.get()] {
+    runtime::name_this_thread("postal-io");
     runtime::NoBlockScope no_block;  // R-FLOW-2: a thread that moves envelopes never waits for room
     auto guard = boost::asio::make_work_guard(*ctx);
     for (;;) {

@@ -150,7 +150,7 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
                     DeliveryFailure::oversized_frame(std::move(target), payload->size(),
                                                      options_.max_message_bytes));
   }
-  bool kick = false, defer = false;
+  bool kick = false, defer = false, now = false;
   size_t full_queue = 0, full_bytes = 0;
   std::optional<DeliveryFailure> overloaded;  // R-FLOW-2
   {
@@ -172,6 +172,11 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
           if (runtime::can_defer_flush()) {
             flush_deferred_ = true;
             defer = true;
+          } else if (!io_.context().get_executor().running_in_this_thread()) {
+            // A Client's thread, a store's writer, a timer: write on it now (§13), no wake-up
+            // of the I/O thread unless the write cannot finish here.
+            flush_deferred_ = true;
+            now = true;
           } else {
             kick_scheduled_ = true;
             kick = true;
@@ -194,6 +199,7 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
   }
   if (env) return fail_closed(std::move(env), ret);  // closed while we were serializing
   if (defer) runtime::defer_flush(shared_from_this());
+  if (now) flush();
   if (kick) boost::asio::post(io_.context(), [self = shared_from_this()] { self->on_kick(); });
 }
 
@@ -228,6 +234,19 @@ void StreamClientCore::kick() {
 }
 
 void StreamClientCore::close(absl::Status why) {
+  // The server acks within kAckDelay (wire.md §8 rule 20): an owner closing right after its
+  // last reply came back waits that long for the ACK, so what was delivered is not returned as
+  // "may or may not have been delivered". Never on the I/O thread, which processes the ACK.
+  if (!io_.context().get_executor().running_in_this_thread()) {
+    absl::MutexLock lock(&io_mu_);
+    io_mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](StreamClientCore* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->io_mu_) {
+              return c->link_ != Link::kUp || c->closed() || c->acked_ >= c->written_;
+            },
+            this),
+        kCloseAckWait);
+  }
   run_in_io_thread(io_, [this, &why] {
     absl::MutexLock lock(&io_mu_);
     close_channel(TransportReason::kChannelClosed, std::move(why), /*rejected=*/false);

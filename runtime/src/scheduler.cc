@@ -4,6 +4,7 @@
 #include <memory>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "boost/fiber/all.hpp"
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -11,6 +12,7 @@
 #include "postal/runtime/deferred_flush.h"
 #include "postal/runtime/port_sink.h"
 #include "postal/runtime/run_queue.h"
+#include "postal/runtime/thread_name.h"
 
 namespace postal::runtime {
 namespace {
@@ -59,7 +61,12 @@ class Worker {
  public:
   Worker(Scheduler& sched, int index) : sched_(sched), index_(index) {}
 
-  void start() { thread_ = std::thread([this] { thread_main(); }); }
+  void start() {
+    thread_ = std::thread([this] {
+      name_this_thread(absl::StrCat("postal-w", index_));
+      thread_main();
+    });
+  }
   void join() {
     if (thread_.joinable()) thread_.join();
   }

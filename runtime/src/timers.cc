@@ -1,4 +1,5 @@
 #include "postal/runtime/timers.h"
+#include "postal/runtime/thread_name.h"
 
 #include <vector>
 
@@ -20,6 +21,7 @@ uint64_t Timers::schedule(absl::Time due, std::function<void()> fn, absl::Durati
   due_of_.emplace(id, due);
   if (it == queue_.begin()) earlier_ = true;  // the thread naps until the old front
   if (threaded_ && !thread_.joinable()) thread_ = std::thread([this] {
+    name_this_thread("postal-timers");
     NoBlockScope no_block;  // R-FLOW-1: a timer thread never waits for a full mailbox
     run();
   });

@@ -1,5 +1,7 @@
 #include "delivery_executor.h"
 
+#include "postal/runtime/thread_name.h"
+
 #include <utility>
 
 namespace postal::mail::mem_internal {
@@ -40,6 +42,7 @@ bool DeliveryExecutor::post(const std::shared_ptr<Strand>& strand, Task task) {
 }
 
 void DeliveryExecutor::worker(std::shared_ptr<State> state) {
+  runtime::name_this_thread("postal-deliver");
   absl::MutexLock lock(&state->mu);
   while (true) {
     while (!state->stopping && state->ready.empty()) {

@@ -1,4 +1,5 @@
 #include "sqlite_writer.h"
+#include "postal/runtime/thread_name.h"
 
 #include <sqlite3.h>
 
@@ -44,8 +45,14 @@ SqliteWriter::SqliteWriter(std::unique_ptr<Db> db, std::unique_ptr<Db> checkpoin
       checkpoint_pages_(checkpoint_pages) {
   // Replaces SQLite's own auto-checkpoint, which would run on the commit path.
   sqlite3_wal_hook(db_->handle(), &SqliteWriter::on_wal_commit, this);
-  writer_ = std::thread([this] { write_loop(); });
-  checkpoint_thread_ = std::thread([this] { checkpoint_loop(); });
+  writer_ = std::thread([this] {
+    runtime::name_this_thread("postal-sqlwrite");
+    write_loop();
+  });
+  checkpoint_thread_ = std::thread([this] {
+    runtime::name_this_thread("postal-sqlckpt");
+    checkpoint_loop();
+  });
 }
 
 SqliteWriter::~SqliteWriter() {
