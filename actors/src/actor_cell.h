@@ -79,6 +79,11 @@ class ActorCell final : public Context,
   bool cancel(TimerHandle timer) override;
   void unstash_all() override;
   size_t stashed() const override { return stash_.size(); }
+  uint64_t queued_behind() const override {
+    const uint64_t counted = queued_.load(std::memory_order_relaxed);
+    const uint64_t mine = stash_.size() + (current_ != nullptr ? 1 : 0);
+    return counted > mine ? counted - mine : 0;
+  }
   runtime::PortAddr open_reply(uint64_t type_hash, runtime::DecodeFn decode, absl::Duration timeout,
                                ReplyContinuation cont, uint64_t* index) override;
   absl::Status watch(const runtime::ActorAddr& who) override;

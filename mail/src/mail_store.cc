@@ -5,7 +5,7 @@
 namespace postal::mail {
 
 void MailStore::append_async(std::string_view id, Priority priority, std::string body,
-                             AppendDone done) {
+                             AppendDone done, AppendAsync /*how*/) {
   std::move(done)(append(id, priority, std::move(body)));
 }
 

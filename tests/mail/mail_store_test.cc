@@ -143,7 +143,8 @@ TEST_P(MailStoreTest, ConcurrentAppendsAreAllStoredWithDistinctSequenceNumbers) 
 
 // append_async: every append completes exactly once with what append would return; durable ones
 // complete in sequence order (the writer commits in submission order), in-memory ones at once; a
-// failure completes too, and what completed ok is stored.
+// failure completes too, and what completed ok is stored — also when some commit on the caller's
+// thread (commit_here_if_idle) between others on the writer's.
 TEST_P(MailStoreTest, AppendAsyncCompletesEachAppendOnceInSequenceOrder) {
   make("async", {.max_messages = 150});
   constexpr int kAppends = 200;
@@ -163,7 +164,9 @@ TEST_P(MailStoreTest, AppendAsyncCompletesEachAppendOnceInSequenceOrder) {
                              EXPECT_TRUE(IsBudgetExhausted(seq.status())) << seq.status();
                              ++failed;
                            }
-                         });
+                         },
+                         // Every other durable append may commit on this thread: the order holds.
+                         MailStore::AppendAsync{.commit_here_if_idle = i % 4 == 1});
   }
   {
     absl::MutexLock lock(&mu);

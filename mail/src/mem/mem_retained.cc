@@ -99,7 +99,7 @@ absl::StatusOr<PostReceipt> MemProvider::post_retained(const std::string& name,
 }
 
 void MemProvider::post_retained_async(const std::string& name, const MailAddress& to, Letter letter,
-                                      PostDone done) {
+                                      PostDone done, RetainedMailboxes::PublishAsync how) {
   if (absl::Status s = check_running("post", to); !s.ok()) return std::move(done)(s);
   absl::StatusOr<RetainedPost> p =
       prepare_retained(to, std::move(letter), core_->bus->clock->now());
@@ -109,12 +109,18 @@ void MemProvider::post_retained_async(const std::string& name, const MailAddress
                                     done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
                                      if (!seq.ok()) return std::move(done)(seq.status());
                                      std::move(done)(std::move(receipt));
-                                   });
+                                   },
+                                   how);
 }
 
 void MemProvider::post_async(const MailAddress& to, Letter letter, PostDone done) {
+  post_async(to, std::move(letter), std::move(done), {});
+}
+
+void MemProvider::post_async(const MailAddress& to, Letter letter, PostDone done,
+                             RetainedMailboxes::PublishAsync how) {
   if (std::optional<std::string> name = retained_name(to)) {
-    return post_retained_async(*name, to, std::move(letter), std::move(done));
+    return post_retained_async(*name, to, std::move(letter), std::move(done), how);
   }
   std::move(done)(post(to, std::move(letter)));
 }

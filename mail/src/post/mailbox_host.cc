@@ -175,8 +175,13 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailPost m) {
     m.reply_to.send(cx, failed(to.status()));
     return absl::OkStatus();
   }
-  // A post to a retained mailbox is answered after its commit, from the store's writer thread,
-  // so the actor goes on to the next post at once and concurrent posters share commits.
+  // A post to a retained mailbox is answered after its commit, where the commit completes: the
+  // store's writer thread, so the actor goes on to the next post at once and concurrent posters
+  // share commits — or, when no other message waits for this actor and the store is idle, this
+  // worker, which then commits (`os`) and answers without handing the post to another thread.
+  // The answer only sends (no store call, no wait): `done_where_committed` allows that.
+  const RetainedMailboxes::PublishAsync how{.commit_here_if_idle = cx.queued_behind() == 0,
+                                            .done_where_committed = true};
   core_->provider().post_async(*to, m.letter.to_letter(),
                                [late = core_->late_replies(), reply_to = std::move(m.reply_to)](
                                    absl::StatusOr<PostReceipt> receipt) {
@@ -189,7 +194,8 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailPost m) {
                                  r.flag = receipt->path == PostPath::kPushed;
                                  r.count = receipt->deliveries;
                                  late->send(reply_to, std::move(r));
-                               });
+                               },
+                               how);
   return absl::OkStatus();
 }
 

@@ -229,38 +229,44 @@ absl::StatusOr<uint64_t> RetainedMailboxes::publish(std::string_view mailbox, Pr
 }
 
 void RetainedMailboxes::publish_async(std::string_view mailbox, Priority priority, std::string body,
-                                      PublishDone done) {
+                                      PublishDone done, PublishAsync how) {
   retained_internal::Core* core = core_.get();
   {
     absl::MutexLock lock(&core->mu);
     ++core->pending_appends;
   }
-  std::string copy = body;
-  // The continuation runs on the store's writer thread (or here): it only hands the rest to the
-  // core's `published` strand, since the writer must never wait for `mu` (retained_core.h).
-  auto finish = [core, name = std::string(mailbox), priority, copy = std::move(copy),
-                 done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
-    if (seq.ok()) {
-      RetainedMessage message{.mailbox = std::move(name),
-                              .seq = *seq,
-                              .priority = priority,
-                              .stored_at = core->clock->now(),
-                              .body = std::move(copy)};
-      absl::MutexLock lock(&core->mu);
-      core->route_locked(message);
-    }
-    std::move(done)(std::move(seq));
+  // Routing takes `mu`, which the store's writer must never wait for (retained_core.h): it runs
+  // on the core's `published` strand, in commit order.
+  auto route = [core, name = std::string(mailbox), priority,
+                copy = body](absl::StatusOr<uint64_t> seq) mutable {
+    if (!seq.ok()) return;
+    RetainedMessage message{.mailbox = std::move(name),
+                            .seq = *seq,
+                            .priority = priority,
+                            .stored_at = core->clock->now(),
+                            .body = std::move(copy)};
+    absl::MutexLock lock(&core->mu);
+    core->route_locked(message);
+  };
+  auto finished = [core] {
     absl::MutexLock lock(&core->mu);
     --core->pending_appends;
   };
   core->store->append_async(
       mailbox, priority, std::move(body),
-      [core, finish = std::move(finish)](absl::StatusOr<uint64_t> seq) mutable {
-        core->executor.post(core->published,
-                            [finish = std::move(finish), seq = std::move(seq)]() mutable {
-                              std::move(finish)(std::move(seq));
-                            });
-      });
+      [core, how, route = std::move(route), finished = std::move(finished),
+       done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
+        if (how.done_where_committed) std::move(done)(seq);
+        core->executor.post(core->published, [how, route = std::move(route),
+                                              finished = std::move(finished),
+                                              done = std::move(done),
+                                              seq = std::move(seq)]() mutable {
+          route(seq);
+          if (!how.done_where_committed) std::move(done)(std::move(seq));
+          finished();
+        });
+      },
+      MailStore::AppendAsync{.commit_here_if_idle = how.commit_here_if_idle});
 }
 
 absl::StatusOr<bool> RetainedMailboxes::erase(std::string_view mailbox, uint64_t seq) {

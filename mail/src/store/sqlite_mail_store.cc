@@ -77,8 +77,8 @@ class SqliteStore final : public MailStore {
 
   absl::StatusOr<uint64_t> append(std::string_view id, Priority priority,
                                   std::string body) override;
-  void append_async(std::string_view id, Priority priority, std::string body,
-                    AppendDone done) override;
+  void append_async(std::string_view id, Priority priority, std::string body, AppendDone done,
+                    AppendAsync how) override;
   absl::StatusOr<std::vector<StoredMessage>> read(std::string_view id,
                                                   const LaneRange& range) override;
   absl::StatusOr<bool> erase(std::string_view id, uint64_t seq) override;
@@ -102,8 +102,10 @@ class SqliteStore final : public MailStore {
   struct Submitted {
     uint64_t seq = 0;
     std::shared_ptr<store::SqliteWriter::Ticket> ticket;
+    bool claimed = false;  // the caller commits it (SqliteWriter::commit_claimed)
   };
-  absl::StatusOr<Submitted> submit_append(std::string_view id, Priority priority, std::string body);
+  absl::StatusOr<Submitted> submit_append(std::string_view id, Priority priority, std::string body,
+                                          bool claim_if_idle);
   // Gives back the place of an append whose commit failed.
   void unreserve(std::string_view id);
 
@@ -249,7 +251,8 @@ absl::StatusOr<std::vector<MailboxInfo>> SqliteStore::expire(absl::Time now) {
 
 absl::StatusOr<SqliteStore::Submitted> SqliteStore::submit_append(std::string_view id,
                                                                   Priority priority,
-                                                                  std::string body) {
+                                                                  std::string body,
+                                                                  bool claim_if_idle) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Entry*> e = find_locked(id);
   if (!e.ok()) return e.status();
@@ -266,12 +269,16 @@ absl::StatusOr<SqliteStore::Submitted> SqliteStore::submit_append(std::string_vi
                                        .body = std::move(body)});
     return Submitted{seq, nullptr};
   }
-  // Submitted under mu_, so the writer's queue is in sequence order.
-  return Submitted{seq, writer_->submit({.mailbox = std::string(id),
-                                         .priority = priority,
-                                         .seq = seq,
-                                         .stored_ms = stored_ms,
-                                         .body = std::move(body)})};
+  // Submitted under mu_, so the writer's queue is in sequence order (a claimed append is
+  // committed before anything submitted after it: the writer waits while it is committing).
+  Submitted sub{seq, nullptr, false};
+  sub.ticket = writer_->submit({.mailbox = std::string(id),
+                                .priority = priority,
+                                .seq = seq,
+                                .stored_ms = stored_ms,
+                                .body = std::move(body)},
+                               claim_if_idle, &sub.claimed);
+  return sub;
 }
 
 void SqliteStore::unreserve(std::string_view id) {
@@ -281,9 +288,11 @@ void SqliteStore::unreserve(std::string_view id) {
 
 absl::StatusOr<uint64_t> SqliteStore::append(std::string_view id, Priority priority,
                                              std::string body) {
-  absl::StatusOr<Submitted> sub = submit_append(id, priority, std::move(body));
+  // The caller waits anyway: it commits itself when the writer is idle (sqlite_writer.h).
+  absl::StatusOr<Submitted> sub = submit_append(id, priority, std::move(body), true);
   if (!sub.ok()) return sub.status();
   if (sub->ticket == nullptr) return sub->seq;
+  if (sub->claimed) writer_->commit_claimed();
   if (absl::Status s = sub->ticket->wait(); !s.ok()) {
     unreserve(id);
     return s;
@@ -292,8 +301,10 @@ absl::StatusOr<uint64_t> SqliteStore::append(std::string_view id, Priority prior
 }
 
 void SqliteStore::append_async(std::string_view id, Priority priority, std::string body,
-                               AppendDone done) {
-  absl::StatusOr<Submitted> sub = submit_append(id, priority, std::move(body));
+                               AppendDone done, AppendAsync how) {
+  // Only `os` commits here: an fsync (`disk`) would hold the caller's thread for milliseconds.
+  const bool claim = how.commit_here_if_idle && options_.durability == Durability::kOs;
+  absl::StatusOr<Submitted> sub = submit_append(id, priority, std::move(body), claim);
   if (!sub.ok()) return std::move(done)(sub.status());
   if (sub->ticket == nullptr) return std::move(done)(sub->seq);
   // The writer completes every ticket before the store goes away (~SqliteWriter), so `this`
@@ -306,6 +317,7 @@ void SqliteStore::append_async(std::string_view id, Priority priority, std::stri
         }
         std::move(done)(seq);
       });
+  if (sub->claimed) writer_->commit_claimed();
 }
 
 absl::StatusOr<std::vector<StoredMessage>> SqliteStore::read(std::string_view id,

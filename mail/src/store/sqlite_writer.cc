@@ -3,6 +3,8 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+
 #include "postal/runtime/logger.h"
 
 namespace postal::mail::store {
@@ -65,19 +67,50 @@ SqliteWriter::~SqliteWriter() {
   sqlite3_wal_hook(db_->handle(), nullptr, nullptr);
 }
 
-std::shared_ptr<SqliteWriter::Ticket> SqliteWriter::enqueue(Job job) {
+std::shared_ptr<SqliteWriter::Ticket> SqliteWriter::submit(Append append, bool claim_if_idle,
+                                                           bool* claimed) {
+  Job job{.work = std::move(append), .ticket = std::make_shared<Ticket>()};
   std::shared_ptr<Ticket> ticket = job.ticket;
   absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(job));
+  if (claim_if_idle && !busy_ && queue_.empty() && !stopping_) {
+    busy_ = true;
+    claimed_.push_back(std::move(job));
+    *claimed = true;
+  } else {
+    queue_.push_back(std::move(job));
+  }
   return ticket;
 }
 
-std::shared_ptr<SqliteWriter::Ticket> SqliteWriter::submit(Append append) {
-  return enqueue(Job{.work = std::move(append), .ticket = std::make_shared<Ticket>()});
+void SqliteWriter::commit_claimed() {
+  std::deque<Job> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    jobs.swap(claimed_);
+  }
+  process(jobs);
+  catch_up_checkpoint();
+  absl::MutexLock lock(&mu_);
+  busy_ = false;  // the writer thread takes what queued meanwhile
 }
 
 absl::Status SqliteWriter::run(absl::AnyInvocable<absl::Status(Db&) &&> txn) {
-  return enqueue(Job{.work = std::move(txn), .ticket = std::make_shared<Ticket>()})->wait();
+  std::shared_ptr<Ticket> ticket;
+  {
+    absl::MutexLock lock(&mu_);
+    if (busy_ || !queue_.empty() || stopping_) {
+      ticket = std::make_shared<Ticket>();
+      queue_.push_back(Job{.work = std::move(txn), .ticket = ticket});
+    } else {
+      busy_ = true;  // idle: run it here, the caller would only wait
+    }
+  }
+  if (ticket) return ticket->wait();
+  absl::Status s = std::move(txn)(*db_);
+  catch_up_checkpoint();
+  absl::MutexLock lock(&mu_);
+  busy_ = false;
+  return s;
 }
 
 void SqliteWriter::write_loop() {
@@ -86,25 +119,34 @@ void SqliteWriter::write_loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](SqliteWriter* w)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return w->stopping_ || !w->queue_.empty(); },
+          +[](SqliteWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+            return !w->busy_ && (w->stopping_ || !w->queue_.empty());
+          },
           this));
       if (queue_.empty()) return;  // stopping, and everything queued was written
       jobs.swap(queue_);
+      busy_ = true;
     }
-    // Runs of consecutive appends commit together; other writes keep their place in the order.
-    size_t i = 0;
-    while (i < jobs.size()) {
-      if (std::holds_alternative<Append>(jobs[i].work)) {
-        size_t end = i;
-        while (end < jobs.size() && std::holds_alternative<Append>(jobs[end].work)) ++end;
-        commit_appends(jobs, i, end);
-        i = end;
-      } else {
-        auto& txn = std::get<1>(jobs[i].work);
-        jobs[i].ticket->complete(std::move(txn)(*db_));
-        ++i;
-      }
+    process(jobs);
+    catch_up_checkpoint();
+    absl::MutexLock lock(&mu_);
+    busy_ = false;
+  }
+}
+
+void SqliteWriter::process(std::deque<Job>& jobs) {
+  // Runs of consecutive appends commit together; other writes keep their place in the order.
+  size_t i = 0;
+  while (i < jobs.size()) {
+    if (std::holds_alternative<Append>(jobs[i].work)) {
+      size_t end = i;
+      while (end < jobs.size() && std::holds_alternative<Append>(jobs[end].work)) ++end;
+      commit_appends(jobs, i, end);
+      i = end;
+    } else {
+      auto& txn = std::get<1>(jobs[i].work);
+      jobs[i].ticket->complete(std::move(txn)(*db_));
+      ++i;
     }
   }
 }
@@ -139,11 +181,28 @@ void SqliteWriter::commit_appends(std::deque<Job>& jobs, size_t begin, size_t en
 
 int SqliteWriter::on_wal_commit(void* self, struct sqlite3*, const char*, int pages) {
   auto* w = static_cast<SqliteWriter*>(self);
-  if (pages >= w->checkpoint_pages_) {
+  if (pages < w->asked_at_pages_) w->asked_at_pages_ = 0;  // the WAL started over
+  if (pages >= w->checkpoint_pages_ &&
+      pages >= w->asked_at_pages_ + std::max(1, w->checkpoint_pages_ / 2)) {
+    w->asked_at_pages_ = pages;
     absl::MutexLock lock(&w->mu_);
     w->checkpoint_wanted_ = true;
   }
+  if (pages >= 2 * w->checkpoint_pages_) w->catch_up_wanted_ = true;
   return SQLITE_OK;
+}
+
+void SqliteWriter::catch_up_checkpoint() {
+  if (!catch_up_wanted_) return;
+  int log = 0;
+  int done = 0;
+  const int rc = sqlite3_wal_checkpoint_v2(db_->handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE,
+                                           &log, &done);
+  // Busy (the background checkpoint runs) or a reader held it back: again after the next commit.
+  catch_up_wanted_ = rc != SQLITE_OK || done < log;
+  if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+    runtime::Logger::mail().warn(db_->error(rc, "catch-up checkpoint").ToString());
+  }
 }
 
 void SqliteWriter::checkpoint_loop() {

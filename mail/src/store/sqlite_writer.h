@@ -6,8 +6,20 @@
 // (`run`) execute on the same thread, in queue order, each as its own transaction, so the store
 // has exactly one writing connection in this process and nothing contends for it here.
 //
-// After a commit the WAL hook counts the WAL's pages; past `checkpoint_pages` the checkpointer
-// thread runs a passive checkpoint on a connection of its own, off the commit path.
+// Inline commits: a caller that would only wait (a synchronous append, `run`) or that asks for it
+// (an append from a handler with nothing queued behind it) commits on its own thread when the
+// writer has nothing queued or running — the store's writer and the caller's wake-up are what a
+// lone publish spends most of its time on. While it commits, later submissions queue for the
+// writer thread, which starts once it is done, so commits stay in sequence order.
+//
+// After a commit the WAL hook counts the WAL's pages; past `checkpoint_pages` (and again each
+// half of it further) the checkpointer thread runs a passive checkpoint on a connection of its
+// own, off the commit path. Such a checkpoint chases the writes: under steady commits it never
+// catches up with the WAL's end, and SQLite starts the WAL over only when a write begins on a
+// fully checkpointed WAL — so past twice `checkpoint_pages` the committing thread runs one
+// passive checkpoint itself between two transactions (nothing is written meanwhile: it catches
+// up), and the next commit starts the WAL over. Without that the WAL grew without end and every
+// commit asked for a checkpoint (two fsyncs each, on `os` too).
 #pragma once
 
 #include <atomic>
@@ -62,8 +74,15 @@ class SqliteWriter {
   SqliteWriter(const SqliteWriter&) = delete;
   SqliteWriter& operator=(const SqliteWriter&) = delete;
 
-  std::shared_ptr<Ticket> submit(Append append);
-  // Runs `txn` on the writer thread and waits for its status. `txn` opens its own transaction.
+  // Queues `append`. With `claim_if_idle`, when nothing is queued or committing the append is
+  // claimed for the caller instead (`*claimed` is set): the caller must then call
+  // commit_claimed() — outside its own locks — which commits it on the calling thread.
+  std::shared_ptr<Ticket> submit(Append append, bool claim_if_idle = false,
+                                 bool* claimed = nullptr);
+  // Commits the append submit() claimed, on this thread; its ticket completes here.
+  void commit_claimed();
+  // Runs `txn` and waits for its status: on this thread when the writer is idle, else on the
+  // writer thread in queue order. `txn` opens its own transaction.
   absl::Status run(absl::AnyInvocable<absl::Status(Db&) &&> txn);
 
   // Commits so far (tests and benchmarks read it to see group commit at work).
@@ -74,8 +93,12 @@ class SqliteWriter {
     std::variant<Append, absl::AnyInvocable<absl::Status(Db&) &&>> work;
     std::shared_ptr<Ticket> ticket;
   };
-  std::shared_ptr<Ticket> enqueue(Job job);
   void write_loop();
+  // Executes `jobs` in order (runs of appends commit together). Needs busy_ set by the caller.
+  void process(std::deque<Job>& jobs);
+  // Past twice checkpoint_pages: a checkpoint on the writer connection, between transactions,
+  // so the next commit restarts the WAL. Called by the committing thread (busy_ held).
+  void catch_up_checkpoint();
   void checkpoint_loop();
   // Commits `jobs[begin, end)` (all appends) in one transaction; completes their tickets.
   void commit_appends(std::deque<Job>& jobs, size_t begin, size_t end);
@@ -87,10 +110,15 @@ class SqliteWriter {
   const std::atomic<uint64_t>* high_water_;
   const int checkpoint_pages_;
   std::atomic<uint64_t> commits_{0};
+  // Touched only by the committing thread (whoever holds busy_).
+  int asked_at_pages_ = 0;     // the WAL's size when a background checkpoint was last asked for
+  bool catch_up_wanted_ = false;
 
   absl::Mutex mu_;
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a thread (the writer or a caller) is committing
+  std::deque<Job> claimed_ ABSL_GUARDED_BY(mu_);  // the append a caller claimed
   bool checkpoint_wanted_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread writer_;

@@ -107,6 +107,10 @@ class Context : public runtime::SendContext, public internal::ReplyPorts {
   }
   virtual void unstash_all() = 0;
   virtual size_t stashed() const = 0;
+  // Handler messages queued for this actor behind the one being handled (not the stashed
+  // ones): 0 when nothing else waits — a handler may then spend its time on this one (e.g. do
+  // inline what it would otherwise hand to another thread to batch).
+  virtual uint64_t queued_behind() const = 0;
 
   // The ActorRef of this actor, typed as A (A must be this actor's class).
   template <ActorClass A>

@@ -122,9 +122,17 @@ class MailStore {
   // must be short and must not call back into the store's writes); otherwise at once, on the
   // calling thread. Concurrent callers share commits (group commit), which a caller that waits in
   // `append` cannot do for others while it waits. The default calls `append`.
+  //
+  // `commit_here_if_idle`: a store that group-commits on a writer thread may instead commit on the
+  // calling thread when nothing else is queued or committing (and its tier's commit is short:
+  // `os`); `done` then runs here too, before append_async returns. For a caller with nothing
+  // else to do meanwhile (a handler with no message behind it), it saves two thread wake-ups.
   using AppendDone = absl::AnyInvocable<void(absl::StatusOr<uint64_t>) &&>;
+  struct AppendAsync {
+    bool commit_here_if_idle = false;
+  };
   virtual void append_async(std::string_view id, Priority priority, std::string body,
-                            AppendDone done);
+                            AppendDone done, AppendAsync how);
   virtual absl::StatusOr<std::vector<StoredMessage>> read(std::string_view id,
                                                           const LaneRange& range) = 0;
   // False when the mailbox has no message `seq`.

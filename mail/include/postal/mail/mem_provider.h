@@ -120,11 +120,16 @@ class MemProvider final : public MailProvider {
   absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq) override;
 
   // `post` without waiting for the store: `done` gets what `post` would return — for a retained
-  // mailbox once its store has the message (a durable one after the commit, on the store's
-  // writer thread: keep `done` short), for any other address at once on the calling thread.
-  // Posts that do not wait share the store's commits; a MailboxHost serves posts from other
-  // procs this way, so one host actor does not serialize their commits.
+  // mailbox once its store has the message (on a delivery thread, after the commit), for any
+  // other address at once on the calling thread. Posts that do not wait share the store's
+  // commits; a MailboxHost serves posts from other procs this way, so one host actor does not
+  // serialize their commits.
   void post_async(const MailAddress& to, Letter letter, PostDone done) override;
+  // The same, with RetainedMailboxes::publish_async's choices of where the commit and `done` run
+  // for a retained mailbox (`done_where_committed`: `done` must be short and must not call into
+  // this provider).
+  void post_async(const MailAddress& to, Letter letter, PostDone done,
+                  RetainedMailboxes::PublishAsync how);
 
  private:
   explicit MemProvider(MemOptions options);
@@ -135,7 +140,7 @@ class MemProvider final : public MailProvider {
   absl::StatusOr<PostReceipt> post_retained(const std::string& name, const MailAddress& to,
                                             Letter letter);
   void post_retained_async(const std::string& name, const MailAddress& to, Letter letter,
-                           PostDone done);
+                           PostDone done, RetainedMailboxes::PublishAsync how);
   absl::StatusOr<Subscription> subscribe_retained(const std::string& name,
                                                   const MailAddress& address, MailHandler handler);
 

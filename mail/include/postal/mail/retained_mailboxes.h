@@ -68,6 +68,12 @@ struct MailboxEvent {
   MailboxInfo mailbox{};  // for expired/removed: as it was stored
 };
 
+// Where RetainedMailboxes::publish_async commits and completes (see there).
+struct RetainedPublishAsync {
+  bool commit_here_if_idle = false;   // MailStore::AppendAsync
+  bool done_where_committed = false;  // `done` before the routing, where the commit completed
+};
+
 class RetainedMailboxes;
 
 namespace retained_internal {
@@ -125,13 +131,17 @@ class RetainedMailboxes {
 
   // Stores, then pushes (M-KIND-2); the message's sequence number.
   absl::StatusOr<uint64_t> publish(std::string_view mailbox, Priority priority, std::string body);
-  // `publish` without waiting for the store: `done` gets its result once the message is stored
-  // and routed to live subscriptions — for a durable message on the store's writer thread, after
-  // the commit (keep `done` short). Publishers that do not wait share commits (group commit).
-  // The destructor waits for every pending `done`.
+  // `publish` without waiting for the store: `done` gets its result once the message is stored.
+  // Publishers that do not wait share commits (group commit). By default `done` runs on a
+  // delivery thread after the message was routed to live subscriptions, so it may call anything.
+  // With `done_where_committed` it runs where the commit completed — the store's writer thread,
+  // or the caller's with `commit_here_if_idle` (MailStore::AppendAsync) — before the routing,
+  // which saves a thread hand-off: `done` must then be short, must not block and must not call
+  // into these mailboxes or their store. The destructor waits for every pending `done`.
   using PublishDone = absl::AnyInvocable<void(absl::StatusOr<uint64_t>) &&>;
+  using PublishAsync = RetainedPublishAsync;
   void publish_async(std::string_view mailbox, Priority priority, std::string body,
-                     PublishDone done);
+                     PublishDone done, PublishAsync how = {});
   // M-RECV-5: the message never replays again. False when there is no such message.
   absl::StatusOr<bool> erase(std::string_view mailbox, uint64_t seq);
 
