@@ -1,8 +1,8 @@
 #include "delivery_executor.h"
 
-#include "postal/runtime/thread_name.h"
-
 #include <utility>
+
+#include "postal/runtime/thread_name.h"
 
 namespace postal::mail::mem_internal {
 

@@ -380,7 +380,8 @@ absl::StatusOr<uint64_t> SqliteStore::remove_durable(std::string_view id, std::s
                            .bind(3, static_cast<int64_t>(priority))
                            .run();
       removed = static_cast<uint64_t>(db.changes());
-      return r;
+      if (!r.ok()) return r;
+      return store::keep_high_water(db, seq + 1);
     });
   });
   if (!s.ok()) return s;

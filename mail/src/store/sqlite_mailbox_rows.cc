@@ -74,7 +74,19 @@ absl::Status insert_mailbox(Db& db, const MailboxInfo& info) {
   return (*s)->run();
 }
 
+absl::Status keep_high_water(Db& db, uint64_t next) {
+  absl::StatusOr<Stmt*> s = db.prepare("UPDATE meta SET value = max(value, ?) WHERE key = 'next_seq'");
+  if (!s.ok()) return s.status();
+  return (*s)->bind(1, as_int64(next)).run();
+}
+
 absl::Status delete_mailbox(Db& db, std::string_view id) {
+  absl::StatusOr<Stmt*> high = db.prepare("SELECT coalesce(max(seq), 0) FROM message WHERE mailbox = ?");
+  if (!high.ok()) return high.status();
+  (*high)->bind_text(1, id);
+  absl::StatusOr<uint64_t> max_seq = single_count(*high);
+  if (!max_seq.ok()) return max_seq.status();
+  if (absl::Status s = keep_high_water(db, *max_seq + 1); !s.ok()) return s;
   // A range delete over the lane index, then the row.
   absl::StatusOr<Stmt*> messages = db.prepare("DELETE FROM message WHERE mailbox = ?");
   if (!messages.ok()) return messages.status();

@@ -18,7 +18,12 @@ namespace postal::mail::store {
 absl::StatusOr<std::optional<MailboxInfo>> select_mailbox(Db& db, std::string_view id);
 absl::Status insert_mailbox(Db& db, const MailboxInfo& info);
 // Deletes the mailbox and every message of it.
+// Deletes the mailbox and its messages; first records their highest seq as a lower bound of the
+// store's next one (meta `next_seq`), so no seq is ever reused after a reopen.
 absl::Status delete_mailbox(Db& db, std::string_view id);
+// meta `next_seq` becomes at least `next`: every transaction that deletes messages calls it
+// (appends do not: the highest stored seq is its own record, select_high_water).
+absl::Status keep_high_water(Db& db, uint64_t next);
 // Mailboxes whose TTL has not ended at `now`.
 absl::StatusOr<uint64_t> count_live_mailboxes(Db& db, absl::Time now);
 // Every mailbox (expired ones included), or only the live public ones, sorted by id.

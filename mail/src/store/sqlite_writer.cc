@@ -1,11 +1,12 @@
 #include "sqlite_writer.h"
-#include "postal/runtime/thread_name.h"
 
 #include <sqlite3.h>
 
 #include <algorithm>
 
 #include "postal/runtime/logger.h"
+#include "postal/runtime/thread_name.h"
+#include "sqlite_mailbox_rows.h"
 
 namespace postal::mail::store {
 
@@ -152,6 +153,7 @@ void SqliteWriter::process(std::deque<Job>& jobs) {
 }
 
 absl::Status SqliteWriter::insert_appends(std::deque<Job>& jobs, size_t begin, size_t end) {
+  uint64_t highest = 0;
   for (size_t i = begin; i < end; ++i) {
     const Append& a = std::get<Append>(jobs[i].work);
     absl::StatusOr<Stmt*> insert = db_->prepare(
@@ -165,11 +167,14 @@ absl::Status SqliteWriter::insert_appends(std::deque<Job>& jobs, size_t begin, s
                          .bind_blob(5, a.body)
                          .run();
     if (!s.ok()) return s;
+    highest = std::max(highest, a.seq);
   }
-  absl::StatusOr<Stmt*> mark =
-      db_->prepare("UPDATE meta SET value = max(value, ?) WHERE key = 'next_seq'");
-  if (!mark.ok()) return mark.status();
-  return (*mark)->bind(1, static_cast<int64_t>(high_water_->load() + 1)).run();
+  // The rows record the store's high water themselves (and every delete records what it
+  // deletes, sqlite_mailbox_rows.h); only seqs handed out above them — to in-memory messages —
+  // need the meta row, which would otherwise cost every commit one more page.
+  const uint64_t high = high_water_->load();
+  if (high <= highest) return absl::OkStatus();
+  return keep_high_water(*db_, high + 1);
 }
 
 void SqliteWriter::commit_appends(std::deque<Job>& jobs, size_t begin, size_t end) {

@@ -66,7 +66,8 @@ class SqliteWriter {
   };
 
   // `db` is the writer connection; `checkpointer` a second connection to the same file.
-  // `high_water` is the store's highest sequence number, persisted with every commit.
+  // `high_water` is the store's highest sequence number; a commit persists it when it is above
+  // the seqs the commit inserts (in-memory messages took the ones between).
   SqliteWriter(std::unique_ptr<Db> db, std::unique_ptr<Db> checkpointer,
                const std::atomic<uint64_t>* high_water, int checkpoint_pages);
   // Completes what is queued, then stops both threads.
