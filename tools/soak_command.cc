@@ -293,6 +293,7 @@ class Soak {
     std::printf("  contradicted         %llu\n", n(c.contradicted));
     std::printf("  duplicates           %llu  (%llu replies, %llu returns)\n", n(c.duplicates()),
                 n(c.duplicate_replies), n(c.duplicate_returns));
+    if (!c.first_duplicate.empty()) std::printf("    first: %s\n", c.first_duplicate.c_str());
     std::printf("  unknown ids          %llu\n", n(c.unknown));
     std::printf("  (relays reported    %llu returns of the copies they forwarded)\n",
                 n(c.relayed_returns));

@@ -65,7 +65,11 @@ void SoakLedger::returned(uint64_t id, const runtime::DeliveryFailure& root, boo
   Entry& e = entries_[id];
   Ret& ret = relayed ? e.relayed : e.own;
   if (ret != Ret::kNone) {  // one envelope, two failures
-    ++duplicate_returns_;
+    if (duplicate_returns_++ == 0) {
+      first_duplicate_ = absl::StrCat("payload ", id, relayed ? " (a relay's copy)" : "", ": ",
+                                      kinds_[relayed ? e.relayed_kind : e.own_kind], ", then ",
+                                      routing::return_kind(root), ": ", root.to_string());
+    }
     return;
   }
   if (relayed) ++relayed_returns_;
@@ -155,6 +159,7 @@ SoakCounts SoakLedger::counts(bool final) const {
   }
   c.duplicate_replies = duplicate_replies_;
   c.duplicate_returns = duplicate_returns_;
+  c.first_duplicate = first_duplicate_;
   c.late = late_;
   c.unknown = unknown_;
   c.relayed_returns = relayed_returns_;

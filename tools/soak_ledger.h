@@ -53,6 +53,7 @@ struct SoakCounts {
   uint64_t contradicted = 0;
   uint64_t duplicate_replies = 0;
   uint64_t duplicate_returns = 0;
+  std::string first_duplicate;  // what the first duplicate return was: id, first and second kind
   uint64_t late = 0;       // resolved after being counted lost (moved to their true state)
   uint64_t open = 0;       // not yet in a final state (while running)
   uint64_t uncounted = 0;  // open at the end, never touched by a death
@@ -124,6 +125,7 @@ class SoakLedger {
   std::vector<std::string> kinds_ ABSL_GUARDED_BY(mu_);
   uint64_t duplicate_replies_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicate_returns_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string first_duplicate_ ABSL_GUARDED_BY(mu_);
   uint64_t late_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unknown_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t relayed_returns_ ABSL_GUARDED_BY(mu_) = 0;

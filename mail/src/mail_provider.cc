@@ -50,6 +50,10 @@ absl::Status MailProvider::wait_idle(absl::Time) {
 absl::StatusOr<CreateResult> MailProvider::create_mailbox(const MailAddress&, const MailboxSpec&) {
   return unsupported(*this, Capability::kRetained);
 }
+
+absl::StatusOr<CreateResult> MailProvider::create_private_mailbox(const MailboxSpec&) {
+  return unsupported(*this, Capability::kRetained);
+}
 absl::Status MailProvider::delete_mailbox(const MailAddress&) {
   return unsupported(*this, Capability::kRetained);
 }

@@ -154,6 +154,17 @@ absl::StatusOr<CreateResult> PostOffice::create_mailbox(std::string_view address
   return r->provider->create_mailbox(r->address, spec);
 }
 
+absl::StatusOr<CreateResult> PostOffice::create_private_mailbox(std::string_view scheme,
+                                                                MailboxSpec spec) {
+  MailProvider* p = provider(scheme);
+  if (p == nullptr) return UnknownSchemeError(scheme, absl::StrCat(sv(scheme), ":"));
+  if (!p->can(Capability::kRetained)) {
+    return UnsupportedCapabilityError(p->scheme(), to_string(Capability::kRetained),
+                                      "create_private_mailbox");
+  }
+  return p->create_private_mailbox(spec);
+}
+
 absl::Status PostOffice::delete_mailbox(std::string_view address) {
   absl::StatusOr<Route> r = route(address, Capability::kRetained, "delete_mailbox", true);
   if (!r.ok()) return r.status();

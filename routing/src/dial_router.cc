@@ -38,13 +38,8 @@ DialRouter::~DialRouter() {
   });
   {
     absl::flat_hash_map<runtime::ChannelAddr, Cached> clients;
-    {
-      absl::MutexLock lock(&mu_);
-      clients.swap(clients_);
-    }
-    // Closed here, off the I/O thread, so each waits for the ACK of what it wrote (its server
-    // delays ACKs by up to 1 ms) instead of returning delivered envelopes as "may or may not".
-    for (auto& [addr, cached] : clients) cached.client->close();
+    absl::MutexLock lock(&mu_);
+    clients.swap(clients_);
   }
   // The clients' deletions are queued on the I/O thread (see client_for): wait for them, since
   // the IoThread may be destroyed right after this router.

@@ -234,19 +234,6 @@ void StreamClientCore::kick() {
 }
 
 void StreamClientCore::close(absl::Status why) {
-  // The server acks within kAckDelay (wire.md §8 rule 20): an owner closing right after its
-  // last reply came back waits that long for the ACK, so what was delivered is not returned as
-  // "may or may not have been delivered". Never on the I/O thread, which processes the ACK.
-  if (!io_.context().get_executor().running_in_this_thread()) {
-    absl::MutexLock lock(&io_mu_);
-    io_mu_.AwaitWithTimeout(
-        absl::Condition(
-            +[](StreamClientCore* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->io_mu_) {
-              return c->link_ != Link::kUp || c->closed() || c->acked_ >= c->written_;
-            },
-            this),
-        kCloseAckWait);
-  }
   run_in_io_thread(io_, [this, &why] {
     absl::MutexLock lock(&io_mu_);
     close_channel(TransportReason::kChannelClosed, std::move(why), /*rejected=*/false);

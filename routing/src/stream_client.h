@@ -86,10 +86,6 @@ namespace postal::routing::internal {
 
 // Helpers both halves of StreamClientCore use (stream_client.cc, stream_client_session.cc).
 // The failure target of an envelope: its next hop.
-// How long an owner's close waits for the ACK of what it wrote (the server delays ACKs by at
-// most 1 ms, wire.md §8 rule 20).
-constexpr absl::Duration kCloseAckWait = absl::Milliseconds(20);
-
 inline std::string target_of(const runtime::MessageEnvelope& env) {
   return env.next_hop().to_string();
 }

@@ -118,7 +118,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     boost::system::error_code ignored;
     socket_.close(ignored);
     if (linger_) linger_->cancel();
-    if (ack_timer_) ack_timer_->cancel();
     if (session_ != nullptr && session_->owner == this) {
       session_->owner = nullptr;
       session_->orphaned = std::chrono::steady_clock::now();
@@ -156,7 +155,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     account_partial();
     if (closed_) return;  // the partial-frame bound closed this one
-    flush_or_delay_ack();  // §8 rule 20
+    flush();              // one cumulative ACK per batch read (§8 rule 20)
     read();
   }
 
@@ -397,7 +396,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     ++session_->next_expected;
     ack_pending_ = true;
-    ++unacked_frames_;
     core_->deliver_to_.post(*std::move(env), core_->ret_);
     return true;
   }
@@ -494,29 +492,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!closed_) read();
   }
 
-  // §8 rule 20: after a batch read, the ACK goes now when something else is to be written, a
-  // transfer advanced or kAckEveryFrames DATA frames wait for it; else within kAckDelay.
-  void flush_or_delay_ack() {
-    if (!ack_pending_ || !out_.empty() || !progress_.empty() || unacked_frames_ >= kAckEveryFrames) {
-      return flush();
-    }
-    if (ack_timer_armed_ || closed_) return;
-    if (!ack_timer_) ack_timer_ = std::make_unique<boost::asio::steady_timer>(core_->io_.context());
-    ack_timer_armed_ = true;
-    ack_timer_->expires_after(kAckDelay);
-    ack_timer_->async_wait([self = shared_from_this()](const boost::system::error_code&) {
-      self->ack_timer_armed_ = false;
-      self->flush();
-    });
-  }
-
   void flush() {
     if (writing_ || closed_) return;
     if (ack_pending_ && session_ != nullptr) {
       v2::append(out_, v2::Ack{session_->next_expected, std::move(progress_)});
       progress_.clear();
       ack_pending_ = false;
-      unacked_frames_ = 0;
     }
     if (out_.empty()) return;
     in_flight_.swap(out_);
@@ -562,9 +543,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t session_id_ = 0;
   bool writing_ = false;
   bool ack_pending_ = false;        // envelopes enqueued since the last ACK
-  uint32_t unacked_frames_ = 0;     // DATA frames enqueued since the last ACK
-  std::unique_ptr<boost::asio::steady_timer> ack_timer_;  // a delayed ACK (§8 rule 20)
-  bool ack_timer_armed_ = false;
   std::vector<v2::TransferProgress> progress_;  // transfers that advanced since the last ACK
   bool close_after_write_ = false;  // a protocol error: close once the final ACK is written
   bool shutdown_after_write_ = false;

@@ -49,11 +49,6 @@ using runtime::EnvelopePtr;
 // twice as much each time a read fills what it asked for, up to kReadChunk.
 constexpr size_t kFirstReadChunk = 4 << 10;
 constexpr size_t kReadChunk = 256 << 10;
-// §8 rule 20: an ACK waits at most this long, or until this many DATA frames are unacked.
-// Acks free the client's retransmit queue, nothing else waits for them; sending one per read
-// woke the client's I/O thread once more per envelope at low load.
-constexpr auto kAckDelay = std::chrono::milliseconds(1);
-constexpr uint32_t kAckEveryFrames = 64;
 // How often a listener looks for connections past their handshake or partial-frame timeout, at
 // most (a quarter of the shorter timeout, at least 10 ms).
 constexpr auto kMaxSweepPeriod = std::chrono::seconds(1);

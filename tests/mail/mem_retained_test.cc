@@ -107,6 +107,37 @@ TEST_P(MemRetainedTest, M_BOX_4_ListPublicNamesRetainedMailboxesByAddress) {
   EXPECT_TRUE(office_.list_public("mem")->empty());
 }
 
+// M-BOX-4 through the office: the store draws the id (128 bits, 32 hex digits), the returned
+// address is the only way in, and the mailbox is never listed.
+TEST_P(MemRetainedTest, M_BOX_4_APrivateMailboxIsReachedByItsDrawnAddressAndNeverListed) {
+  absl::StatusOr<CreateResult> a = office_.create_private_mailbox("mem", {.ttl = absl::Hours(1)});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->created);
+  EXPECT_FALSE(a->mailbox.is_public);
+  EXPECT_EQ(a->mailbox.id.size(), 32u) << a->mailbox.id;
+  EXPECT_EQ(a->address, "mem://" + a->mailbox.id + "@private");
+  absl::StatusOr<CreateResult> b = office_.create_private_mailbox("mem");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE(a->mailbox.id, b->mailbox.id);
+  Letter l = Letter::text("secret");
+  l.headers.set(kPriority, std::string("critical"));
+  absl::StatusOr<PostReceipt> posted = office_.post(a->address, std::move(l));
+  ASSERT_TRUE(posted.ok()) << posted.status();
+  Received got;
+  absl::StatusOr<Subscription> sub = office_.subscribe(a->address, got.handler());
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  ASSERT_TRUE(got.wait_for(1));
+  EXPECT_EQ(got.texts(), std::vector<std::string>{"secret"});
+  EXPECT_TRUE(office_.list_public("mem")->empty()) << "a private mailbox is never listed";
+  // By address a mailbox is public (its address is its name): private ones are drawn.
+  EXPECT_EQ(office_.create_mailbox(kBox, {.is_public = false}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(IsUnknownScheme(office_.create_private_mailbox("nope").status()));
+  // The private domain is reserved: nobody names a mailbox into it.
+  EXPECT_EQ(office_.create_mailbox("mem:guess@private").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(MemRetainedTest, AddressesNotCreatedRetainedStayQueueMailboxes) {
   ASSERT_TRUE(office_.create_mailbox(kBox).ok());
   ASSERT_TRUE(office_.post("mem:plain@agents.example/q", Letter::text("queued")).ok());

@@ -344,6 +344,35 @@ TEST(PostProvider, M_KIND_2_RetainedMailboxesAcrossProcsThroughTheHost) {
     EXPECT_FALSE(*office.erase(kTasks, seq));
     ASSERT_TRUE(office.delete_mailbox(kTasks).ok());
     EXPECT_TRUE(office.list_public("post")->empty());
+
+    // M-BOX-4 across procs: the host's store draws a private mailbox's id; its post: address
+    // reaches it, and it is never listed.
+    absl::StatusOr<CreateResult> secret =
+        office.create_private_mailbox("post", {.ttl = absl::Hours(1), .max_messages = 5});
+    ASSERT_TRUE(secret.ok()) << secret.status();
+    EXPECT_TRUE(secret->created);
+    EXPECT_FALSE(secret->mailbox.is_public);
+    EXPECT_EQ(secret->mailbox.id.size(), 32u) << secret->mailbox.id;
+    EXPECT_EQ(secret->address, "post://" + secret->mailbox.id + "@private");
+    Letter l = Letter::text("for your eyes");
+    l.headers.set(kPriority, std::string("urgent"));
+    ASSERT_TRUE(office.post(secret->address, std::move(l)).ok());
+    std::vector<std::string> texts;
+    absl::StatusOr<Subscription> replay =
+        office.subscribe(secret->address, [&](const Letter& letter) {
+          absl::MutexLock lock(&mu);
+          texts.push_back(letter.body.text().value_or("?"));
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    {
+      absl::MutexLock lock(&mu);
+      auto one = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return !texts.empty(); };
+      ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&one), absl::Seconds(30)));
+      EXPECT_EQ(texts, std::vector<std::string>{"for your eyes"});
+    }
+    EXPECT_TRUE(office.list_public("post")->empty()) << "a private mailbox is never listed";
+    EXPECT_NE(office.create_private_mailbox("post")->mailbox.id, secret->mailbox.id);
   }
 }
 

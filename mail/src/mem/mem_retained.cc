@@ -18,7 +18,15 @@ namespace postal::mail {
 namespace {
 
 // The store's name for an address: its canonical form without `scheme://` (`user@host/path`).
+// A private mailbox (M-BOX-4) is `<scheme>://<drawn id>@private`: its store name is the id.
+constexpr std::string_view kPrivateHost = "private";
+
+bool is_private_address(const MailAddress& address) {
+  return address.host() == kPrivateHost && address.path().empty();
+}
+
 std::string store_name(const MailAddress& address) {
+  if (is_private_address(address)) return address.user();
   const std::string& canonical = address.canonical();
   return canonical.substr(canonical.find("://") + 3);
 }
@@ -156,12 +164,30 @@ absl::StatusOr<CreateResult> MemProvider::create_mailbox(const MailAddress& addr
   if (!spec.is_public) {
     return absl::InvalidArgumentError(absl::StrCat(
         "create_mailbox ", address.canonical(),
-        ": a mailbox created by address is public (its address is its name); create private "
-        "mailboxes with RetainedMailboxes::create_mailbox"));
+        ": a mailbox created by address is public (its address is its name); create a private "
+        "one with create_private_mailbox, which returns its address"));
+  }
+  if (is_private_address(address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "create_mailbox ", address.canonical(), ": the host '", sv(kPrivateHost),
+        "' is reserved for private mailboxes, whose ids the store draws "
+        "(create_private_mailbox)"));
   }
   MailboxSpec named = spec;
   named.name = store_name(address);
-  return options_.retained->create_mailbox(named);
+  absl::StatusOr<CreateResult> r = options_.retained->create_mailbox(named);
+  if (r.ok()) r->address = address.canonical();
+  return r;
+}
+
+absl::StatusOr<CreateResult> MemProvider::create_private_mailbox(const MailboxSpec& spec) {
+  if (options_.retained == nullptr) return MailProvider::create_private_mailbox(spec);
+  MailboxSpec drawn = spec;
+  drawn.name.clear();
+  drawn.is_public = false;
+  absl::StatusOr<CreateResult> r = options_.retained->create_mailbox(drawn);
+  if (r.ok()) r->address = absl::StrCat(sv(kScheme), "://", r->mailbox.id, "@", sv(kPrivateHost));
+  return r;
 }
 
 absl::Status MemProvider::delete_mailbox(const MailAddress& address) {

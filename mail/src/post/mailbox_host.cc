@@ -385,16 +385,22 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailAdmin m) {
 }
 
 absl::Status MailboxHost::handle(actors::Context& cx, MailCreate m) {
-  absl::StatusOr<MailAddress> at = mem_address(m.address);
-  if (!at.ok()) {
-    m.reply_to.send(cx, failed(at.status()));
-    return absl::OkStatus();
+  MailboxSpec spec;
+  spec.ttl = absl::Milliseconds(m.ttl_ms);
+  spec.max_messages = m.max_messages;
+  spec.max_message_bytes = m.max_message_bytes;
+  spec.durable_all = m.durable_all;
+  absl::StatusOr<CreateResult> created;
+  if (m.is_private) {
+    created = core_->provider().create_private_mailbox(spec);
+  } else {
+    absl::StatusOr<MailAddress> at = mem_address(m.address);
+    if (!at.ok()) {
+      m.reply_to.send(cx, failed(at.status()));
+      return absl::OkStatus();
+    }
+    created = core_->provider().create_mailbox(*at, spec);
   }
-  absl::StatusOr<CreateResult> created =
-      core_->provider().create_mailbox(*at, MailboxSpec{.ttl = absl::Milliseconds(m.ttl_ms),
-                                                        .max_messages = m.max_messages,
-                                                        .max_message_bytes = m.max_message_bytes,
-                                                        .durable_all = m.durable_all});
   if (!created.ok()) {
     m.reply_to.send(cx, failed(created.status()));
     return absl::OkStatus();

@@ -272,28 +272,55 @@ absl::Status PostProvider::wait_idle(absl::Time deadline) {
   return r.status();
 }
 
-absl::StatusOr<CreateResult> PostProvider::create_mailbox(const MailAddress& address,
-                                                          const MailboxSpec& spec) {
-  absl::StatusOr<MailReply> r = link_->call(MailCreate{address.canonical(),
-                                                       absl::ToInt64Milliseconds(spec.ttl),
-                                                       spec.max_messages,
-                                                       spec.max_message_bytes,
-                                                       spec.durable_all,
-                                                       {}},
-                                            "create_mailbox");
-  if (!r.ok()) return r.status();
-  // On success the stored bounds equal the requested ones (M-BOX-1).
+namespace {
+
+// What a MailboxHost answered to a MailCreate; on success the stored bounds equal the requested
+// ones (M-BOX-1).
+CreateResult created_from(const MailReply& r, const MailboxSpec& spec, bool is_public) {
   return CreateResult{
       .mailbox =
-          MailboxInfo{.id = r->text,
-                      .is_public = true,
-                      .created_at = absl::FromUnixMillis(static_cast<int64_t>(r->count)),
-                      .expires_at = r->lease_expires_ns ? absl::FromUnixNanos(*r->lease_expires_ns)
-                                                        : absl::InfiniteFuture(),
+          MailboxInfo{.id = r.text,
+                      .is_public = is_public,
+                      .created_at = absl::FromUnixMillis(static_cast<int64_t>(r.count)),
+                      .expires_at = r.lease_expires_ns ? absl::FromUnixNanos(*r.lease_expires_ns)
+                                                       : absl::InfiniteFuture(),
                       .max_messages = spec.max_messages,
                       .max_message_bytes = spec.max_message_bytes,
                       .durable_all = spec.durable_all},
-      .created = r->flag};
+      .created = r.flag,
+      .address = {}};
+}
+
+MailCreate create_message(std::string address, const MailboxSpec& spec, bool is_private) {
+  MailCreate m;
+  m.address = std::move(address);
+  m.ttl_ms = absl::ToInt64Milliseconds(spec.ttl);
+  m.max_messages = spec.max_messages;
+  m.max_message_bytes = spec.max_message_bytes;
+  m.durable_all = spec.durable_all;
+  m.is_private = is_private;
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<CreateResult> PostProvider::create_mailbox(const MailAddress& address,
+                                                          const MailboxSpec& spec) {
+  absl::StatusOr<MailReply> r =
+      link_->call(create_message(address.canonical(), spec, false), "create_mailbox");
+  if (!r.ok()) return r.status();
+  CreateResult created = created_from(*r, spec, true);
+  created.address = address.canonical();
+  return created;
+}
+
+absl::StatusOr<CreateResult> PostProvider::create_private_mailbox(const MailboxSpec& spec) {
+  absl::StatusOr<MailReply> r =
+      link_->call(create_message("", spec, true), "create_private_mailbox");
+  if (!r.ok()) return r.status();
+  CreateResult created = created_from(*r, spec, false);
+  created.address = absl::StrCat(sv(kScheme), "://", created.mailbox.id, "@private");
+  return created;
 }
 
 absl::Status PostProvider::delete_mailbox(const MailAddress& address) {

@@ -86,7 +86,15 @@ struct Core {
   Clock::TimerId sweep_timer ABSL_GUARDED_BY(mu) = 0;
   // publish_async calls whose store append has not completed yet; ~RetainedMailboxes waits for
   // them, so their continuations never outlive this core.
-  uint64_t pending_appends ABSL_GUARDED_BY(mu) = 0;
+  // publish_async calls not finished yet. Its own lock, never held into the store: a commit's
+  // continuation (on the writer, or the thread that committed) counts down without waiting for
+  // `mu`, which create/remove hold while they wait for the writer.
+  absl::Mutex pending_mu;
+  uint64_t pending_appends ABSL_GUARDED_BY(pending_mu) = 0;
+  // Members of all groups (changed under mu, read without it): a publish that sees 0 after its
+  // commit routes nothing. A subscription counts itself before it snapshots the store, so either
+  // the publish sees it and routes, or its commit came first and the replay reads it.
+  std::atomic<uint64_t> members{0};
   // Where publish_async's continuations run, in commit order: never on the store's writer
   // thread, which must not wait for `mu` (mailbox-level calls hold `mu` across a store call that
   // waits for the writer — a continuation taking `mu` there would deadlock with them).

@@ -93,6 +93,7 @@ void Core::end_locked(const std::string& mailbox, const absl::Status& why) {
           if (s.on_end) s.on_end(why);
         });
       }
+      members.fetch_sub(group.members.size());
     }
     groups.erase(it);
   }
@@ -124,7 +125,7 @@ void Core::remove_sub(const std::shared_ptr<Sub>& sub) {
   if (it == groups.end()) return;
   auto g = it->second.find(sub->group);
   if (g == it->second.end()) return;
-  std::erase(g->second.members, sub);
+  if (std::erase(g->second.members, sub) > 0) members.fetch_sub(1);
   if (g->second.members.empty()) it->second.erase(g);  // the group ends; a new one replays
   if (it->second.empty()) groups.erase(it);
 }
@@ -171,9 +172,12 @@ absl::StatusOr<std::unique_ptr<RetainedMailboxes>> RetainedMailboxes::create(
 
 RetainedMailboxes::~RetainedMailboxes() {
   {
-    absl::MutexLock lock(&core_->mu);
-    core_->mu.Await(absl::Condition(
+    absl::MutexLock lock(&core_->pending_mu);
+    core_->pending_mu.Await(absl::Condition(
         +[](uint64_t* pending) { return *pending == 0; }, &core_->pending_appends));
+  }
+  {
+    absl::MutexLock lock(&core_->mu);
     core_->stopped = true;
     core_->clock->cancel(core_->sweep_timer);
     for (const auto& [id, timer] : core_->expiry_timers) core_->clock->cancel(timer);
@@ -232,7 +236,7 @@ void RetainedMailboxes::publish_async(std::string_view mailbox, Priority priorit
                                       PublishDone done, PublishAsync how) {
   retained_internal::Core* core = core_.get();
   {
-    absl::MutexLock lock(&core->mu);
+    absl::MutexLock lock(&core->pending_mu);
     ++core->pending_appends;
   }
   // Routing takes `mu`, which the store's writer must never wait for (retained_core.h): it runs
@@ -249,14 +253,17 @@ void RetainedMailboxes::publish_async(std::string_view mailbox, Priority priorit
     core->route_locked(message);
   };
   auto finished = [core] {
-    absl::MutexLock lock(&core->mu);
+    absl::MutexLock lock(&core->pending_mu);
     --core->pending_appends;
   };
   core->store->append_async(
       mailbox, priority, std::move(body),
       [core, how, route = std::move(route), finished = std::move(finished),
        done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
-        if (how.done_where_committed) std::move(done)(seq);
+        if (how.done_where_committed) {
+          std::move(done)(seq);
+          if (core->members.load() == 0) return finished();  // nobody to route to (Core::members)
+        }
         core->executor.post(core->published, [how, route = std::move(route),
                                               finished = std::move(finished),
                                               done = std::move(done),
@@ -282,9 +289,13 @@ absl::StatusOr<RetainedSubscription> RetainedMailboxes::subscribe(
   sub->on_end = std::move(options.on_end);
   sub->strand = core_->executor.make_strand();
   absl::MutexLock lock(&core_->mu);
+  core_->members.fetch_add(1);  // before the snapshot below (Core::members)
   // Under mu: a removal or expiry either happened before (NotFound) or will end this one.
   absl::StatusOr<MailboxInfo> info = core_->store->mailbox(mailbox);
-  if (!info.ok()) return info.status();
+  if (!info.ok()) {
+    core_->members.fetch_sub(1);
+    return info.status();
+  }
   sub->max_message_bytes = info->max_message_bytes;
   sub->group = options.queue_group.empty() ? absl::StrCat("\x01solo-", ++core_->solo_count)
                                            : absl::StrCat("g:", options.queue_group);

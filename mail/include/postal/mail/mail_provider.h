@@ -152,6 +152,10 @@ class MailProvider {
   // address names it). Once it exists, posts to the address are stored and subscriptions replay.
   virtual absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address,
                                                       const MailboxSpec& spec);
+  // kRetained (M-BOX-4): a private retained mailbox; the store draws its id (128 bits from a
+  // CSPRNG) and the result's `address` (`<scheme>://<id>`) is the only way to reach it: it is
+  // never listed. `spec.name` and `spec.is_public` are ignored.
+  virtual absl::StatusOr<CreateResult> create_private_mailbox(const MailboxSpec& spec);
   virtual absl::Status delete_mailbox(const MailAddress& address);
   // Public retained mailboxes, as addresses of this provider's scheme (M-BOX-4).
   virtual absl::StatusOr<std::vector<std::string>> list_public();

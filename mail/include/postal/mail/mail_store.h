@@ -75,6 +75,7 @@ struct MailboxInfo {
 struct CreateResult {
   MailboxInfo mailbox{};  // the stored mailbox: on `created = false`, the first create's TTL
   bool created = false;   // false: it existed already (M-BOX-1)
+  std::string address{};  // through a provider: the mailbox's address (a private one's only name)
 };
 
 struct StoredMessage {

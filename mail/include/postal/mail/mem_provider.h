@@ -113,6 +113,7 @@ class MemProvider final : public MailProvider {
   absl::Status wait_idle(absl::Time deadline) override;
 
   // kRetained, when MemOptions::retained is set (mem_retained.cc).
+  absl::StatusOr<CreateResult> create_private_mailbox(const MailboxSpec& spec) override;
   absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address,
                                               const MailboxSpec& spec) override;
   absl::Status delete_mailbox(const MailAddress& address) override;

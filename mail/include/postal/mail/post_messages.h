@@ -245,8 +245,9 @@ struct MailAdmin {
   }
 };
 
-// create_mailbox of a retained mailbox (kRetained). Reply: `text` the store name, `flag`
-// created, `count` created_at (Unix ms), `lease_expires_ns` its expiry (unset: never).
+// create_mailbox of a retained mailbox (kRetained); with `is_private` create_private_mailbox
+// (`address` empty: the store draws the id). Reply: `text` the store name, `flag` created,
+// `count` created_at (Unix ms), `lease_expires_ns` its expiry (unset: never).
 struct MailCreate {
   using Reply = MailReply;
   std::string address;
@@ -255,9 +256,10 @@ struct MailCreate {
   uint64_t max_message_bytes = 0;
   bool durable_all = false;
   runtime::OncePortRef<MailReply> reply_to;
+  bool is_private = false;
   template <class A>
   void serialize(A& a) {
-    a(address, ttl_ms, max_messages, max_message_bytes, durable_all, reply_to);
+    a(address, ttl_ms, max_messages, max_message_bytes, durable_all, reply_to, is_private);
   }
 };
 

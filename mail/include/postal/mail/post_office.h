@@ -102,6 +102,10 @@ class PostOffice {
 
   // ---- retained mailboxes (M-KIND-2, M-BOX; providers that declare kRetained) ----
   absl::StatusOr<CreateResult> create_mailbox(std::string_view address, MailboxSpec spec = {});
+  // M-BOX-4: a private retained mailbox of the provider of `scheme`; the result's `address` is
+  // its only name (the id is drawn by the store, 128 bits from a CSPRNG, and never listed).
+  absl::StatusOr<CreateResult> create_private_mailbox(std::string_view scheme,
+                                                      MailboxSpec spec = {});
   absl::Status delete_mailbox(std::string_view address);
   // The public retained mailboxes of the provider of `scheme`.
   absl::StatusOr<std::vector<std::string>> list_public(std::string_view scheme);

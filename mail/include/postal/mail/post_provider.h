@@ -95,6 +95,7 @@ class PostProvider final : public MailProvider {
   absl::StatusOr<uint64_t> purge_parked(const MailAddress& address) override;
   absl::Status wait_idle(absl::Time deadline) override;
   // kRetained, when the host serves a store (its `store` spawn parameter).
+  absl::StatusOr<CreateResult> create_private_mailbox(const MailboxSpec& spec) override;
   absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address,
                                               const MailboxSpec& spec) override;
   absl::Status delete_mailbox(const MailAddress& address) override;
