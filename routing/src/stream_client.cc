@@ -172,9 +172,11 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
           if (runtime::can_defer_flush()) {
             flush_deferred_ = true;
             defer = true;
-          } else if (!io_.context().get_executor().running_in_this_thread()) {
-            // A Client's thread, a store's writer, a timer: write on it now (§13), no wake-up
-            // of the I/O thread unless the write cannot finish here.
+          } else if (outstanding_.load(std::memory_order_relaxed) == 1 &&
+                     !io_.context().get_executor().running_in_this_thread()) {
+            // A Client's thread, a store's writer, a timer posting onto an idle channel (nothing
+            // else unacked): write on it now (§13 rule 41), no wake-up of the I/O thread unless
+            // the write cannot finish here. Behind other traffic the I/O thread batches.
             flush_deferred_ = true;
             now = true;
           } else {
