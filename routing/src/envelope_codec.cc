@@ -26,6 +26,8 @@ constexpr uint16_t kReturnUndeliverable = 1 << 0;
 constexpr uint16_t kHasNextHop = 1 << 1;
 constexpr uint16_t kChunked = 1 << 2;
 constexpr uint16_t kKnownFlags = kReturnUndeliverable | kHasNextHop;
+// §6.5: a failure entry's `flags` for a transport failure other than Overloaded.
+constexpr uint16_t kFailureMaybeDelivered = 1 << 0;
 // A failure target that is not an address travels in the detail (DeliveryFailure's target is
 // text until it becomes structured; §6.5 has only an address ref).
 constexpr std::string_view kTargetTag = "[target ";
@@ -242,9 +244,13 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
     put<uint8_t>(failures, f.kind == runtime::FailureKind::kInvalidReference
                                ? static_cast<uint8_t>(f.invalid)
                                : static_cast<uint8_t>(f.transport));
-    // §6.5: an Overloaded failure names its bound in `flags` (R-FLOW-1, R-FLOW-2).
-    put<uint16_t>(failures, f.transport == runtime::TransportReason::kOverloaded
-                                ? static_cast<uint16_t>(f.bound)
+    // §6.5: an Overloaded failure names its bound in `flags` (R-FLOW-1, R-FLOW-2); another
+    // transport failure says there whether the envelope may have been delivered.
+    const bool overloaded = f.kind == runtime::FailureKind::kTransport &&
+                            f.transport == runtime::TransportReason::kOverloaded;
+    put<uint16_t>(failures, overloaded ? static_cast<uint16_t>(f.bound)
+                            : f.kind == runtime::FailureKind::kTransport && f.maybe_delivered
+                                ? kFailureMaybeDelivered
                                 : uint16_t{0});
     put<int32_t>(failures, f.os_errno);
     put<uint64_t>(failures, f.len);
@@ -457,9 +463,12 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
       }
       f.transport = static_cast<runtime::TransportReason>(reason);
       // §6.5: an Overloaded failure's bound; one this build does not know is kNone.
-      if (f.transport == runtime::TransportReason::kOverloaded &&
-          fflags <= static_cast<uint16_t>(runtime::OverloadBound::kDestinationBytes)) {
-        f.bound = static_cast<runtime::OverloadBound>(fflags);
+      if (f.transport == runtime::TransportReason::kOverloaded) {
+        if (fflags <= static_cast<uint16_t>(runtime::OverloadBound::kDestinationBytes)) {
+          f.bound = static_cast<runtime::OverloadBound>(fflags);
+        }
+      } else {
+        f.maybe_delivered = (fflags & kFailureMaybeDelivered) != 0;
       }
     }
     f.len = len;

@@ -1,11 +1,8 @@
 #include "postal/routing/return_kinds.h"
 
-#include "absl/strings/match.h"
-
 namespace postal::routing {
 
 using runtime::FailureKind;
-using runtime::TransportReason;
 
 std::string return_kind(const runtime::DeliveryFailure& root) {
   switch (root.kind) {
@@ -18,11 +15,7 @@ std::string return_kind(const runtime::DeliveryFailure& root) {
 }
 
 bool possibly_delivered(const runtime::DeliveryFailure& root) {
-  if (root.kind != FailureKind::kTransport) return false;
-  if (root.transport == TransportReason::kAckTimedOut) return true;
-  // stream_client_session.cc marks the server_stopping GOODBYE "(the server stopped)".
-  return root.transport == TransportReason::kChannelClosed &&
-         !absl::StrContains(root.detail, "(the server stopped)");
+  return root.kind == FailureKind::kTransport && root.maybe_delivered;
 }
 
 }  // namespace postal::routing

@@ -486,7 +486,8 @@ void StreamClientCore::on_deadline(const boost::system::error_code& ec) {
                 /*rejected=*/false);
 }
 
-void StreamClientCore::close_channel(TransportReason reason, absl::Status why, bool rejected) {
+void StreamClientCore::close_channel(TransportReason reason, absl::Status why, bool rejected,
+                                     bool server_final) {
   std::vector<Queued> queued;
   {
     absl::MutexLock lock(&mu_);
@@ -501,11 +502,17 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
     queued.swap(queued_);
   }
   std::vector<EnvelopePtr> returned;
+  // R-CHAN-2: the first `maybe` of them were written (or their transfer registered) and never
+  // acked — they may have been delivered; the rest never left this process.
   for (Pending& p : pending_) {
-    if (p.seq >= acked_ && p.env) returned.push_back(std::move(p.env));
+    if (p.seq >= acked_ && p.env && p.seq < written_) returned.push_back(std::move(p.env));
   }
   for (std::unique_ptr<Transfer>& t : transfers_) {
     if (t->env) returned.push_back(std::move(t->env));
+  }
+  const size_t maybe = server_final ? 0 : returned.size();
+  for (Pending& p : pending_) {
+    if (p.seq >= acked_ && p.env) returned.push_back(std::move(p.env));
   }
   for (EnvelopePtr& env : held_) returned.push_back(std::move(env));
   for (Queued& q : queued) returned.push_back(std::move(q.env));
@@ -546,11 +553,12 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   const std::string detail(why.message());
   // R-FAIL-1: the OS error behind a dial or a timeout travels as a field, not only as text.
   const int err = reason == TransportReason::kChannelClosed ? 0 : last_errno_;
-  for (EnvelopePtr& env : returned) {
-    std::string target = target_of(*env);
+  for (size_t i = 0; i < returned.size(); ++i) {
+    std::string target = target_of(*returned[i]);
     DeliveryFailure f = DeliveryFailure::transport_failure(std::move(target), reason, detail);
     f.os_errno = err;
-    MessageEnvelope::undeliverable(std::move(env), std::move(f), returns_);
+    f.maybe_delivered = i < maybe;
+    MessageEnvelope::undeliverable(std::move(returned[i]), std::move(f), returns_);
   }
 }
 

@@ -236,9 +236,15 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void arm_deadline();
   void on_deadline(const boost::system::error_code& ec);
   // Closes for good: every pending envelope goes back through `returns_` with `reason`.
-  void close_channel(runtime::TransportReason reason, absl::Status why, bool rejected);
+  // Returns everything pending. Written-and-unacked envelopes may have been delivered
+  // (DeliveryFailure::maybe_delivered) unless `server_final`: the server's final ACK said it
+  // processes nothing more of the session.
+  void close_channel(runtime::TransportReason reason, absl::Status why, bool rejected,
+                     bool server_final = false);
   // Returns written-and-unacked envelopes and starts a new session for the rest (§4.4).
-  void resume_on_new_session(const std::string& why);
+  // `server_final`: the server's final ACK (GOODBYE protocol_error) says those returned were
+  // not delivered; else they may have been.
+  void resume_on_new_session(const std::string& why, bool server_final = false);
   // Starts a new session: a new id, seqs from 0, a fresh dictionary once WELCOME announces its
   // bounds. Precondition: nothing pending was written (their frames are re-encoded).
   void new_session();

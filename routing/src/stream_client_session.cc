@@ -241,15 +241,15 @@ void StreamClientCore::on_goodbye(uint64_t gen, const v2::Goodbye& goodbye) {
       absl::StrCat("channel ", addr_text_, ": the server said goodbye: ", goodbye.text);
   if (goodbye.code == static_cast<uint16_t>(v2::GoodbyeCode::kIdle)) return link_failed(gen, why);
   if (goodbye.code == static_cast<uint16_t>(v2::GoodbyeCode::kProtocolError)) {
-    return resume_on_new_session(why);
+    return resume_on_new_session(why, /*server_final=*/true);
   }
   // server_stopping (and unknown codes): it processes nothing more of this session.
   close_channel(TransportReason::kChannelClosed,
                 absl::UnavailableError(absl::StrCat(why, " (the server stopped)")),
-                /*rejected=*/false);
+                /*rejected=*/false, /*server_final=*/true);
 }
 
-void StreamClientCore::resume_on_new_session(const std::string& why) {
+void StreamClientCore::resume_on_new_session(const std::string& why, bool server_final) {
   // Frames written to the old session and not acked may or may not have been enqueued before it
   // went away: return them (at most once). The rest never left this process: they continue, in
   // order, on a new session.
@@ -272,16 +272,18 @@ void StreamClientCore::resume_on_new_session(const std::string& why) {
                           " on a new session (was ", old_session, ")"));
   drop_connection(why);
   backoff_ = options_.reconnect_initial;  // the server is up: it just answered
-  const std::string detail = absl::StrCat(
-      why, " (the envelope was written to the old session and not acked: it may or may not have "
-           "been delivered)");
+  const std::string detail =
+      server_final
+          ? absl::StrCat(why, " (the server processed nothing more of the old session: the "
+                              "envelope was not delivered)")
+          : absl::StrCat(why, " (the envelope was written to the old session and not acked: it "
+                              "may or may not have been delivered)");
   for (EnvelopePtr& env : returned) {
     std::string target = target_of(*env);
-    MessageEnvelope::undeliverable(
-        std::move(env),
-        DeliveryFailure::transport_failure(std::move(target), TransportReason::kChannelClosed,
-                                           detail),
-        returns_);
+    DeliveryFailure f = DeliveryFailure::transport_failure(
+        std::move(target), TransportReason::kChannelClosed, detail);
+    f.maybe_delivered = !server_final;
+    MessageEnvelope::undeliverable(std::move(env), std::move(f), returns_);
   }
   if (closed()) return;
   if (anything_pending()) connect_async();  // else the next post connects

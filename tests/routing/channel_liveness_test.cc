@@ -82,6 +82,7 @@ TEST_F(ChannelTest, R_CHAN_2_AStoppingServerSaysGoodbyeAndEveryPendingEnvelopeRe
     EXPECT_EQ(f.transport, TransportReason::kChannelClosed) << f.to_string();
     EXPECT_NE(f.detail.find("the server stopped"), std::string::npos) << f.to_string();
     EXPECT_EQ(f.detail.find("may or may not"), std::string::npos) << f.to_string();
+    EXPECT_FALSE(f.maybe_delivered) << "past the final ACK: not delivered, " << f.to_string();
   }
   EXPECT_LT(absl::Now() - stop, absl::Seconds(5)) << "returned by a timer, not the GOODBYE";
   expect_nothing_returned();

@@ -99,6 +99,7 @@ TEST_F(ChannelTest, R_CHAN_2_ServerThatNeverComesBackReturnsPendingWithAckTimedO
   for (int n = 1; n <= 5; ++n) {
     const runtime::DeliveryFailure f = next_returned();
     EXPECT_EQ(f.transport, TransportReason::kAckTimedOut) << f.to_string();
+    EXPECT_FALSE(f.maybe_delivered) << "posted after the server vanished, never written";
   }
   const absl::Duration took = absl::Now() - start;
   EXPECT_GE(took, absl::Milliseconds(250));

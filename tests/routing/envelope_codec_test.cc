@@ -86,6 +86,10 @@ TEST(EnvelopeCodec, R_ENV_1_EveryFieldRoundTrips) {
       "carol.gamma@tcp://127.0.0.1:6000", runtime::InvalidReason::kActorStopped, "stopped"));
   env->add_failure(DeliveryFailure::expired("not an address"));
   env->add_failure(DeliveryFailure::oversized_frame("bob.beta@tcp://127.0.0.1:5000", 10, 5));
+  DeliveryFailure unacked = DeliveryFailure::transport_failure(
+      "bob.beta@tcp://127.0.0.1:5000", runtime::TransportReason::kAckTimedOut, "no ack");
+  unacked.maybe_delivered = true;  // §6.5: `flags` bit 0 of a transport failure
+  env->add_failure(std::move(unacked));
 
   EnvelopeEncoder enc;
   EnvelopeDecoder dec;
@@ -105,8 +109,8 @@ TEST(EnvelopeCodec, R_ENV_1_EveryFieldRoundTrips) {
     ASSERT_NE(v, nullptr) << name;
     EXPECT_EQ(*v, value) << name;
   }
-  ASSERT_EQ((*got)->delivery_failures().size(), 4u);
-  for (size_t i = 0; i < 4; ++i) {
+  ASSERT_EQ((*got)->delivery_failures().size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
     const DeliveryFailure& a = env->delivery_failures()[i];
     const DeliveryFailure& b = (*got)->delivery_failures()[i];
     EXPECT_EQ(b.kind, a.kind) << i;
@@ -117,6 +121,7 @@ TEST(EnvelopeCodec, R_ENV_1_EveryFieldRoundTrips) {
     EXPECT_EQ(b.len, a.len) << i;
     EXPECT_EQ(b.max, a.max) << i;
     EXPECT_EQ(b.os_errno, a.os_errno) << i;
+    EXPECT_EQ(b.maybe_delivered, a.maybe_delivered) << i;
   }
   absl::StatusOr<CodecMsg> msg = (*got)->data().take<CodecMsg>();
   ASSERT_TRUE(msg.ok()) << msg.status();

@@ -259,6 +259,7 @@ TEST_F(LivenessTest, R_FLOW_4_EnvelopesPendingForAProcThatStaysStuckReturnAtTheD
     const runtime::DeliveryFailure* root = (*back)->root_failure();
     ASSERT_NE(root, nullptr);
     EXPECT_EQ(root->transport, runtime::TransportReason::kAckTimedOut) << root->to_string();
+    EXPECT_TRUE(root->maybe_delivered) << "written, never acked: " << root->to_string();
   }
   const absl::Duration returned_after = absl::Now() - stopped;
   EXPECT_GE(returned_after, absl::Milliseconds(1900));

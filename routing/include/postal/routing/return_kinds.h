@@ -5,10 +5,11 @@
 // ...), "port gone" or "expired" — the root failure's (R-FAIL-5).
 //
 // `possibly_delivered` says whether the envelope may have reached its destination although it
-// came back (R-CHAN-2: written and never acked): AckTimedOut (the client cannot tell a written
-// frame from an unwritten one when the delivery timeout closes the channel, so all of them), and
-// ChannelClosed except after a server's GOODBYE `server_stopping`, which promises that nothing
-// past its ACK was processed (wire.md §11). Everything else is exact: not delivered.
+// came back (R-CHAN-2): the failure's typed `maybe_delivered`, which the channel client sets on
+// what it wrote and never saw acked (AckTimedOut, ChannelClosed), never on what it never wrote,
+// and never after a server's final ACK (GOODBYE `server_stopping` or `protocol_error`,
+// wire.md §11). It travels in the failure entry's `flags` (§6.5). Everything else is exact: not
+// delivered.
 #pragma once
 
 #include <string>

@@ -80,6 +80,10 @@ struct DeliveryFailure {
   uint64_t max = 0;          // OversizedFrame
   int os_errno = 0;          // Transport: the OS error behind it (errno), 0 when none
   OverloadBound bound = OverloadBound::kNone;  // Overloaded: which bound (len, max: its values)
+  // Transport (ChannelClosed, AckTimedOut): the envelope was written to its channel and never
+  // acked, so it may have been delivered (R-CHAN-2); false: it certainly was not (never written,
+  // or the server's final ACK said it processed nothing more).
+  bool maybe_delivered = false;
 
   static DeliveryFailure invalid_reference(std::string target, InvalidReason reason,
                                            std::string detail = {});
@@ -114,7 +118,8 @@ struct DeliveryFailure {
 
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(kind, invalid, transport, target, message_type, detail, len, max, os_errno, bound);
+    ar(kind, invalid, transport, target, message_type, detail, len, max, os_errno, bound,
+       maybe_delivered);
   }
 };
 
