@@ -30,6 +30,7 @@ struct Log {
   std::vector<int> done;
   std::vector<absl::Status> misuse;
   size_t stashed_when_opened = 0;
+  uint64_t queued_behind_when_opened = 0;
 };
 
 // Handles Jobs only once opened; until then it stashes them.
@@ -46,6 +47,7 @@ struct Gate : Actor, Handles<Job, Open> {
     if (o.crash) return absl::InternalError("crash while closed");
     log->misuse.push_back(cx.stash(Job{}));  // not the message being handled
     log->stashed_when_opened = cx.stashed();
+    log->queued_behind_when_opened = cx.queued_behind();
     open = true;
     cx.unstash_all();
     return absl::OkStatus();
@@ -66,6 +68,23 @@ TEST(Stash, R_ACT_9_StashedMessagesAreHandledAfterUnstashInOrderBeforeNewerOnes)
   EXPECT_EQ(log.done, (std::vector<int>{1, 2, 3, 4}));
   ASSERT_EQ(log.misuse.size(), 1u);
   EXPECT_EQ(log.misuse[0].code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Context::queued_behind(): the handler messages waiting behind the one being handled — the
+// stashed ones are not waiting for a handler, and the one being handled is not behind itself.
+TEST(Stash, R_ACT_9_QueuedBehindCountsWhatWaitsButNeitherTheStashNorTheCurrentMessage) {
+  VirtualTimeProc t;
+  Log log;
+  auto g = *spawn<Gate>(t.proc, "gate", &log);
+  for (int n = 1; n <= 3; ++n) g.ref().send(t.client, Job{n});
+  t.run();
+  g.ref().send(t.client, Open{});
+  g.ref().send(t.client, Job{4});
+  g.ref().send(t.client, Job{5});
+  t.run();
+  EXPECT_EQ(log.stashed_when_opened, 3u);
+  EXPECT_EQ(log.queued_behind_when_opened, 2u);
+  EXPECT_EQ(log.done, (std::vector<int>{1, 2, 3, 4, 5}));
 }
 
 TEST(Stash, R_ACT_9_ARestartUnstashesForTheNewIncarnation) {

@@ -216,6 +216,19 @@ TEST_P(MailStoreTest, SequenceNumbersAreNeverReusedAcrossAReopen) {
   EXPECT_GT(*store_->append("mark", Priority::kUrgent, "after"), last);
 }
 
+// The rows carry the high water; a removed mailbox's highest seq is recorded before its rows go.
+TEST_P(MailStoreTest, SequenceNumbersAreNeverReusedAfterAMailboxIsRemoved) {
+  if (!store_->persistent()) GTEST_SKIP() << "a " << store_->kind() << " store keeps nothing";
+  make("gone");
+  uint64_t last = 0;
+  for (int i = 0; i < 3; ++i) last = *store_->append("gone", Priority::kCritical, "m");
+  ASSERT_TRUE(store_->remove("gone").ok());
+  reopen();
+  EXPECT_GE(store_->last_seq(), last);
+  make("again");
+  EXPECT_GT(*store_->append("again", Priority::kCritical, "after"), last);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, MailStoreTest,
                          ::testing::Values(MemStore(), SqliteStore(Durability::kOs),
                                            SqliteStore(Durability::kDisk)),

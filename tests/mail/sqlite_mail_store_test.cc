@@ -64,6 +64,23 @@ TEST_F(SqliteMailStoreTest, UsesWalAndTheCurrentSchemaVersion) {
   EXPECT_EQ(raw.text("PRAGMA user_version"), std::to_string(SqliteMailStore::schema_version()));
 }
 
+// Under steady commits the WAL starts over (a catch-up checkpoint between transactions): a
+// background checkpoint alone never caught up, and the WAL grew with every commit.
+TEST_F(SqliteMailStoreTest, TheWalStartsOverUnderSteadyCommits) {
+  auto store = SqliteMailStore::open(file(), {.checkpoint_pages = 20, .journal_size_limit = 64 << 10});
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->create({.name = "steady"}).ok());
+  constexpr int kAppends = 3000;  // ~2 WAL pages each: ~24 MiB if the WAL never starts over
+  for (int i = 0; i < kAppends; ++i) {
+    ASSERT_TRUE((*store)->append("steady", Priority::kUrgent, std::string(64, 'x')).ok());
+  }
+  std::filesystem::path wal = file();
+  wal += "-wal";
+  EXPECT_LT(std::filesystem::file_size(wal), uintmax_t{2} << 20)
+      << "the WAL kept growing: it never started over";
+  EXPECT_EQ(*(*store)->count("steady"), uint64_t{kAppends});
+}
+
 TEST_F(SqliteMailStoreTest, ReopeningKeepsTheSchemaAndData) {
   {
     auto store = SqliteMailStore::open(file());

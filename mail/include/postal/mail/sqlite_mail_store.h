@@ -53,7 +53,9 @@ struct SqliteStoreOptions {
   StoreLimits limits{};
   // How long an append waits for another connection's write lock (never used by create).
   absl::Duration busy_timeout = absl::Seconds(5);
-  // A passive checkpoint is requested once the WAL holds this many pages.
+  // A background passive checkpoint is requested once the WAL holds this many pages (and again
+  // each half of it further); past twice this the committing thread catches up itself, so the
+  // WAL starts over.
   int checkpoint_pages = 1000;
   // The WAL file is truncated to at most this size after a checkpoint reset it.
   int64_t journal_size_limit = 64 << 20;
