@@ -201,9 +201,10 @@ void SqliteWriter::catch_up_checkpoint() {
   if (!catch_up_wanted_) return;
   int log = 0;
   int done = 0;
+  absl::MutexLock one_at_a_time(&checkpoint_mu_);
   const int rc = sqlite3_wal_checkpoint_v2(db_->handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE,
                                            &log, &done);
-  // Busy (the background checkpoint runs) or a reader held it back: again after the next commit.
+  // A reader held it back (or another process checkpoints): again after the next commit.
   catch_up_wanted_ = rc != SQLITE_OK || done < log;
   if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
     runtime::Logger::mail().warn(db_->error(rc, "catch-up checkpoint").ToString());
@@ -224,6 +225,7 @@ void SqliteWriter::checkpoint_loop() {
     }
     int log = 0;
     int done = 0;
+    absl::MutexLock one_at_a_time(&checkpoint_mu_);
     const int rc = sqlite3_wal_checkpoint_v2(checkpointer_->handle(), nullptr,
                                              SQLITE_CHECKPOINT_PASSIVE, &log, &done);
     if (rc != SQLITE_OK && rc != SQLITE_BUSY) {

@@ -19,7 +19,8 @@
 // fully checkpointed WAL — so past twice `checkpoint_pages` the committing thread runs one
 // passive checkpoint itself between two transactions (nothing is written meanwhile: it catches
 // up), and the next commit starts the WAL over. Without that the WAL grew without end and every
-// commit asked for a checkpoint (two fsyncs each, on `os` too).
+// commit asked for a checkpoint (two fsyncs each, on `os` too). The two checkpoints never run
+// at once: the catch-up waits out a background one rather than failing busy and trying again.
 #pragma once
 
 #include <atomic>
@@ -114,6 +115,10 @@ class SqliteWriter {
   // Touched only by the committing thread (whoever holds busy_).
   int asked_at_pages_ = 0;     // the WAL's size when a background checkpoint was last asked for
   bool catch_up_wanted_ = false;
+  // One checkpoint at a time: the catch-up waits out a background checkpoint in progress rather
+  // than failing busy on its lock (under load a preempted background checkpoint held it through
+  // many commits, and the WAL grew past every bound).
+  absl::Mutex checkpoint_mu_;
 
   absl::Mutex mu_;
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
