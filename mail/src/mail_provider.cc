@@ -16,6 +16,33 @@ void MailProvider::post_async(const MailAddress& to, Letter letter, PostDone don
   std::move(done)(post(to, std::move(letter)));
 }
 
+absl::StatusOr<std::vector<Delivery>> MailProvider::fetch_batch(const MailAddress& address,
+                                                               const FetchOptions& options) {
+  if (options.max_wait > absl::ZeroDuration()) {
+    return UnsupportedCapabilityError(scheme(), "fetch max_wait",
+                                      "fetch with max_wait 0 and poll, or use a subscription");
+  }
+  std::vector<Delivery> out;
+  size_t bytes = 0;
+  while (out.size() < options.max_messages) {
+    absl::StatusOr<std::optional<Delivery>> d = fetch(address, options);
+    if (!d.ok()) {
+      if (out.empty()) return d.status();
+      break;  // what was taken is handed out; the error shows on the next fetch
+    }
+    if (!d->has_value()) break;
+    if (options.max_bytes > 0) bytes += (*d)->letter().body.byte_size();
+    out.push_back(**std::move(d));
+    if (options.max_bytes > 0 && bytes >= options.max_bytes) break;
+  }
+  return out;
+}
+
+void MailProvider::fetch_batch_async(const MailAddress& address, const FetchOptions& options,
+                                     FetchDone done) {
+  std::move(done)(fetch_batch(address, options));
+}
+
 absl::StatusOr<std::vector<Letter>> MailProvider::peek(const MailAddress&, size_t) {
   return unsupported(*this, Capability::kPeek);
 }

@@ -147,6 +147,23 @@ absl::StatusOr<std::optional<Delivery>> PostOffice::fetch(std::string_view addre
   return r->provider->fetch(r->address, options);
 }
 
+absl::StatusOr<std::vector<Delivery>> PostOffice::fetch_batch(std::string_view address,
+                                                              const FetchOptions& options) {
+  Capability op = options.ack == AckMode::kManual ? Capability::kManualAck : Capability::kFetch;
+  absl::StatusOr<Route> r = route(address, op, "fetch", true);
+  if (!r.ok()) return r.status();
+  if (options.ack_timeout < absl::ZeroDuration() || options.max_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fetch ", r->address.canonical(), ": ack_timeout and max_wait must not be negative"));
+  }
+  if (options.max_messages == 0 || options.max_messages > kMaxFetchBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fetch ", r->address.canonical(), ": max_messages is ",
+                     options.max_messages, "; ask for 1 to ", kMaxFetchBatch, " copies"));
+  }
+  return r->provider->fetch_batch(r->address, options);
+}
+
 absl::StatusOr<CreateResult> PostOffice::create_mailbox(std::string_view address,
                                                         MailboxSpec spec) {
   absl::StatusOr<Route> r = route(address, Capability::kRetained, "create_mailbox", true);
@@ -288,7 +305,7 @@ absl::StatusOr<bool> PostOffice::settle(const CopyKey& key, std::string_view dis
   if (!parse_disposition(disposition).has_value() && !r->provider->understands(disposition)) {
     return UnsupportedCapabilityError(r->provider->scheme(),
                                       absl::StrCat("disposition:", sv(disposition)),
-                                      "it understands handled, discard and unhandled");
+                                      "it understands handled, discard, unhandled and terminate");
   }
   CopyKey canonical = key;
   canonical.address = r->address.canonical();

@@ -21,12 +21,15 @@ std::string_view to_string(Disposition disposition) {
       return "discard";
     case Disposition::kUnhandled:
       return "unhandled";
+    case Disposition::kTerminate:
+      return "terminate";
   }
   return "handled";
 }
 
 std::optional<Disposition> parse_disposition(std::string_view name) {
-  for (Disposition d : {Disposition::kHandled, Disposition::kDiscard, Disposition::kUnhandled}) {
+  for (Disposition d : {Disposition::kHandled, Disposition::kDiscard, Disposition::kUnhandled,
+                        Disposition::kTerminate}) {
     if (to_string(d) == name) return d;
   }
   return std::nullopt;

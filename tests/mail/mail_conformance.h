@@ -24,6 +24,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -189,6 +190,38 @@ class MailConformance : public ::testing::TestWithParam<ProviderFactory> {
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? *std::move(s) : Subscription();
   }
+  std::vector<Delivery> fetch_batch(const std::string& address, FetchOptions options) {
+    absl::StatusOr<std::vector<Delivery>> b = office_->fetch_batch(address, options);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *std::move(b) : std::vector<Delivery>{};
+  }
+  // A fetch_batch on its own thread, so the test can watch it wait.
+  struct Pending {
+    std::thread thread;
+    absl::Notification done;
+    absl::StatusOr<std::vector<Delivery>> result;
+    ~Pending() {
+      if (thread.joinable()) thread.join();
+    }
+  };
+  std::unique_ptr<Pending> fetch_in_background(const std::string& address, FetchOptions options) {
+    auto p = std::make_unique<Pending>();
+    p->thread = std::thread([this, p = p.get(), address, options] {
+      p->result = office_->fetch_batch(address, options);
+      p->done.Notify();
+    });
+    return p;
+  }
+  // True once `n` fetches wait on `address` (the provider's own count); false at the deadline.
+  bool waiting(const std::string& address, int64_t n) {
+    const absl::Time deadline = absl::Now() + kWait;
+    while (absl::Now() < deadline) {
+      if (status(address).extension_int(ext("waitingFetchCount")) == n) return true;
+      std::this_thread::yield();
+    }
+    return false;
+  }
+
   // Every dispatched delivery has settled or waits in a backoff.
   void idle() { ASSERT_TRUE(office_->wait_idle(kWait).ok()); }
 

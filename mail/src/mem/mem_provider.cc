@@ -10,6 +10,7 @@
 
 namespace postal::mail {
 
+using mem_internal::BusLock;
 using mem_internal::BusState;
 using mem_internal::CoreState;
 using mem_internal::SubscriberState;
@@ -65,7 +66,7 @@ absl::StatusOr<uint64_t> MemBus::clear(std::string_view address) {
 namespace mem_internal {
 
 bool CoreState::settle(const CopyKey& key, Disposition disposition) {
-  absl::MutexLock lock(&bus->mu);
+  BusLock lock(*bus);
   return settle_locked(*bus, config, key, disposition);
 }
 
@@ -80,7 +81,7 @@ class MemSubscriptionControl final : public SubscriptionControl {
   bool active() const override {
     std::shared_ptr<BusState> bus = sub_->bus.lock();
     if (!bus) return false;
-    absl::MutexLock lock(&bus->mu);
+    BusLock lock(*bus);
     return sub_->active;
   }
 
@@ -94,7 +95,7 @@ void schedule_sweep_locked(const std::shared_ptr<CoreState>& core, absl::Duratio
       interval, [weak = std::weak_ptr<CoreState>(core), generation, interval] {
         std::shared_ptr<CoreState> c = weak.lock();
         if (!c) return;
-        absl::MutexLock lock(&c->bus->mu);
+        BusLock lock(*c->bus);
         if (!c->running || c->sweeper_generation != generation) return;
         for (auto& [address, topic] : c->bus->topics) {
           reclaim_expired_locked(*c->bus, c->config, topic);
@@ -162,7 +163,7 @@ absl::StatusOr<Subscription> MemProvider::subscribe(const MailAddress& address, 
   sub->core = core_;
   sub->bus = core_->bus;
   {
-    absl::MutexLock lock(&core_->bus->mu);
+    BusLock lock(*core_->bus);
     if (!core_->running || !core_->executor) {
       return absl::FailedPreconditionError(absl::StrCat(
           "subscribe ", address.canonical(), ": the mem provider is stopped; start() it first"));
@@ -179,7 +180,7 @@ absl::StatusOr<Subscription> MemProvider::subscribe(const MailAddress& address, 
 }
 
 absl::Status MemProvider::start() {
-  absl::MutexLock lock(&core_->bus->mu);
+  BusLock lock(*core_->bus);
   if (core_->running) return absl::OkStatus();
   core_->running = true;
   core_->executor = std::make_unique<mem_internal::DeliveryExecutor>(core_->max_threads);
@@ -197,8 +198,11 @@ void MemProvider::stop(const StopOptions& options) {
   // makes a fresh one instead of replacing this one under the lock.
   std::unique_ptr<mem_internal::DeliveryExecutor> executor;
   {
-    absl::MutexLock lock(&bus.mu);
+    BusLock lock(bus);
     core_->running = false;
+    // Long polls of this provider end now, answered once the lock is released.
+    mem_internal::fail_waiters_locked(
+        bus, *core_, absl::FailedPreconditionError("fetch: the mem provider stopped"));
     executor = std::move(core_->executor);
     ++core_->sweeper_generation;
     if (core_->sweeper != 0) bus.clock->cancel(core_->sweeper);
@@ -211,7 +215,7 @@ void MemProvider::stop(const StopOptions& options) {
   if (executor) executor->shutdown();
   executor.reset();
   if (options.purge) {
-    absl::MutexLock lock(&bus.mu);
+    BusLock lock(bus);
     for (auto& [address, topic] : bus.topics) mem_internal::clear_topic_locked(topic);
   }
 }

@@ -101,7 +101,7 @@ void on_backoff(const std::weak_ptr<BusState>& weak_bus, const std::weak_ptr<Cha
   std::shared_ptr<BusState> bus = weak_bus.lock();
   std::shared_ptr<Chain> chain = weak.lock();
   if (!bus || !chain) return;
-  absl::MutexLock lock(&bus->mu);
+  BusLock lock(*bus);
   if (chain->token != token || chain->phase != Phase::kBackoff) return;
   chain->backoff = 0;
   start_attempt_locked(*bus, chain);
@@ -112,7 +112,7 @@ void on_watchdog(const std::weak_ptr<BusState>& weak_bus, const std::weak_ptr<Ch
   std::shared_ptr<BusState> bus = weak_bus.lock();
   std::shared_ptr<Chain> chain = weak.lock();
   if (!bus || !chain) return;
-  absl::MutexLock lock(&bus->mu);
+  BusLock lock(*bus);
   if (chain->token != token) return;
   if (chain->phase == Phase::kQueued) {
     --bus->busy;  // the attempt never started; its task will find it stale
@@ -167,7 +167,7 @@ void run_attempt(const std::weak_ptr<Chain>& weak, uint64_t token) {
   if (!bus) return;
   Letter letter;
   {
-    absl::MutexLock lock(&bus->mu);
+    BusLock lock(*bus);
     if (chain->token != token || chain->phase != Phase::kQueued) return;  // cancelled
     chain->phase = Phase::kRunning;
     sub->running = true;
@@ -180,7 +180,7 @@ void run_attempt(const std::weak_ptr<Chain>& weak, uint64_t token) {
     }
   }
   absl::Status result = invoke(sub->handler, letter);
-  absl::MutexLock lock(&bus->mu);
+  BusLock lock(*bus);
   sub->running = false;
   sub->running_thread = std::thread::id();
   --bus->busy;
@@ -221,7 +221,7 @@ void start_attempt_locked(BusState& bus, const std::shared_ptr<Chain>& chain) {
 
 void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& sub) {
   MailHandler released;  // destroyed after the lock is released: it may own anything
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   if (sub->active) {
     sub->active = false;
     if (Topic* topic = bus.find_locked(sub->topic)) {

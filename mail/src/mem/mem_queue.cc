@@ -54,6 +54,7 @@ PostReceipt post_locked(BusState& bus, const std::shared_ptr<const Config>& post
   if (topic.subscribers.empty()) {
     topic.queue.push_back(std::move(letter));
     receipt.path = PostPath::kQueued;
+    serve_waiters_locked(bus, topic);
     return receipt;
   }
   letter.headers.set(kRound, round_of(letter) + 1);
@@ -76,12 +77,12 @@ PostReceipt post_locked(BusState& bus, const std::shared_ptr<const Config>& post
   return receipt;
 }
 
-std::optional<Delivery> fetch_locked(BusState& bus, const std::shared_ptr<CoreState>& core,
-                                     Topic& topic, const FetchOptions& options) {
-  bool manual = options.ack == AckMode::kManual;
-  // M-ACK-3: the next manual fetch reclaims expired leases first.
-  if (manual) reclaim_expired_locked(bus, core->config, topic);
-  if (topic.queue.empty()) return std::nullopt;
+namespace {
+
+// Pops the head of the queue for a fetch: stamped, and leased when manual (M-ACK-1: the lease is
+// fixed here, by this fetch's own timeout).
+Delivery take_head_locked(BusState& bus, const std::shared_ptr<CoreState>& core, Topic& topic,
+                          const FetchOptions& options) {
   Letter letter = std::move(topic.queue.front());
   topic.queue.pop_front();
   letter.headers.set(kRound, round_of(letter) + 1);
@@ -89,31 +90,66 @@ std::optional<Delivery> fetch_locked(BusState& bus, const std::shared_ptr<CoreSt
   absl::Time now = bus.clock->now();
   topic.last_activity = now;
   CopyKey key{topic.address.canonical(), letter.headers.get(kSendId).value_or(""), 0};
-  if (!manual) return Delivery::settled(std::move(letter), std::move(key));
-  // M-ACK-1: the lease is fixed here, by this fetch's own timeout.
+  if (options.ack != AckMode::kManual) return Delivery::settled(std::move(letter), std::move(key));
+  const bool expiring = options.ack_timeout > absl::ZeroDuration() &&
+                        options.ack_timeout != absl::InfiniteDuration();
   std::optional<absl::Time> expires;
-  if (options.ack_timeout > absl::ZeroDuration() &&
-      options.ack_timeout != absl::InfiniteDuration()) {
-    expires = now + options.ack_timeout;
-  }
+  if (expiring) expires = now + options.ack_timeout;
   key.lease_id = bus.next_lease++;
-  topic.in_flight[key.send_id] = Lease{letter, key.lease_id, expires};
+  topic.in_flight[key.send_id] =
+      Lease{letter, key.lease_id, expires, expiring ? options.ack_timeout : absl::ZeroDuration()};
   return Delivery(std::move(letter), std::move(key), expires, core);
+}
+
+}  // namespace
+
+std::vector<Delivery> take_batch_locked(BusState& bus, const std::shared_ptr<CoreState>& core,
+                                        Topic& topic, const FetchOptions& options) {
+  release_due_locked(bus, topic);
+  // M-ACK-3: the next manual fetch reclaims expired leases first.
+  if (options.ack == AckMode::kManual) reclaim_expired_locked(bus, core->config, topic);
+  std::vector<Delivery> out;
+  size_t bytes = 0;
+  while (!topic.queue.empty() && out.size() < std::max<size_t>(options.max_messages, 1)) {
+    if (options.max_bytes > 0) {
+      const size_t next = topic.queue.front().body.byte_size();
+      // The first copy is always taken: one larger than the bound is not stuck.
+      if (!out.empty() && bytes + next > options.max_bytes) break;
+      bytes += next;
+    }
+    out.push_back(take_head_locked(bus, core, topic, options));
+  }
+  return out;
+}
+
+std::optional<Delivery> fetch_locked(BusState& bus, const std::shared_ptr<CoreState>& core,
+                                     Topic& topic, const FetchOptions& options) {
+  FetchOptions one = options;
+  one.max_messages = 1;
+  one.max_bytes = 0;
+  std::vector<Delivery> batch = take_batch_locked(bus, core, topic, one);
+  if (batch.empty()) return std::nullopt;
+  return std::move(batch.front());
+}
+
+Lease* live_lease_locked(BusState& bus, Topic* topic, const CopyKey& key) {
+  // M-ACK-2: keyed by the copy and its lease, never by the sender-chosen id.
+  if (topic == nullptr || key.lease_id == 0) return nullptr;
+  auto it = topic->in_flight.find(key.send_id);
+  if (it == topic->in_flight.end() || it->second.lease_id != key.lease_id) return nullptr;
+  // A late settlement does not take effect: the lease is over, the copy waits for its reclaim.
+  if (it->second.expires.has_value() && *it->second.expires <= bus.clock->now()) return nullptr;
+  return &it->second;
 }
 
 bool settle_locked(BusState& bus, const std::shared_ptr<const Config>& config, const CopyKey& key,
                    Disposition disposition) {
-  // M-ACK-2: keyed by the copy and its lease, never by the sender-chosen id.
   Topic* topic = bus.find_locked(key.address);
-  if (topic == nullptr || key.lease_id == 0) return false;
-  auto it = topic->in_flight.find(key.send_id);
-  if (it == topic->in_flight.end() || it->second.lease_id != key.lease_id) return false;
-  absl::Time now = bus.clock->now();
-  // A late settlement does not take effect: the lease is over, the copy waits for its reclaim.
-  if (it->second.expires.has_value() && *it->second.expires <= now) return false;
-  Letter letter = std::move(it->second.letter);
-  topic->in_flight.erase(it);
-  topic->last_activity = now;
+  Lease* lease = live_lease_locked(bus, topic, key);
+  if (lease == nullptr) return false;
+  Letter letter = std::move(lease->letter);
+  topic->in_flight.erase(key.send_id);
+  topic->last_activity = bus.clock->now();
   switch (disposition) {
     case Disposition::kHandled:
       break;
@@ -125,6 +161,9 @@ bool settle_locked(BusState& bus, const std::shared_ptr<const Config>& config, c
     case Disposition::kUnhandled:
       requeue_locked(bus, config, *topic, std::move(letter), DeadLetterReason::kConsumerNack, 1,
                      "returned unhandled by the consumer");
+      break;
+    case Disposition::kTerminate:
+      ++topic->terminated;  // removed for good, and no dead letter
       break;
   }
   return true;
@@ -139,6 +178,9 @@ bool requeue_locked(BusState& bus, const std::shared_ptr<const Config>& config, 
   for (const Letter& queued : topic.queue) {
     if (queued.headers.get(kSendId) == send_id) return false;
   }
+  for (const auto& [due, waiting] : topic.delayed) {
+    if (waiting.headers.get(kSendId) == send_id) return false;
+  }
   if (config->max_rounds > 0 && round_of(letter) >= config->max_rounds) {
     give_up_locked(
         bus, config, topic, std::move(letter), cap_reason, attempts,
@@ -148,6 +190,7 @@ bool requeue_locked(BusState& bus, const std::shared_ptr<const Config>& config, 
   letter.headers.erase(kAttempt.name);
   letter.headers.erase(kMaxAttempts.name);
   topic.queue.push_front(std::move(letter));
+  serve_waiters_locked(bus, topic);
   return true;
 }
 
@@ -175,9 +218,10 @@ uint64_t reclaim_expired_locked(BusState& bus, const std::shared_ptr<const Confi
 }
 
 uint64_t clear_topic_locked(Topic& topic) {
-  uint64_t n = topic.queue.size() + topic.in_flight.size();
+  uint64_t n = topic.queue.size() + topic.in_flight.size() + topic.delayed.size();
   topic.queue.clear();
   topic.in_flight.clear();
+  topic.delayed.clear();
   return n;
 }
 
@@ -205,6 +249,14 @@ MailboxStatus status_locked(const BusState& bus, const Topic& topic, bool runnin
   s.extensions["mem.pendingDeliveryCount"] = count(topic.pending_deliveries);
   s.extensions["mem.droppedCount"] = count(topic.dropped);
   s.extensions["mem.watchdogCancelledCount"] = count(topic.watchdog_cancelled);
+  // Counted apart from the queue: nacked with a delay (due ones count as unread), fetches
+  // waiting for mail, copies terminated by their consumers.
+  size_t due = 0;
+  for (auto it = topic.delayed.begin(); it != topic.delayed.end() && it->first <= now; ++it) ++due;
+  s.unread_count += due;
+  s.extensions["mem.delayedCount"] = count(topic.delayed.size() - due);
+  s.extensions["mem.waitingFetchCount"] = count(topic.waiters.size());
+  s.extensions["mem.terminatedCount"] = count(topic.terminated);
   return s;
 }
 

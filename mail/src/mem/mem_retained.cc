@@ -55,7 +55,7 @@ std::optional<std::string> MemProvider::retained_name(const MailAddress& address
 }
 
 absl::Status MemProvider::check_running(std::string_view verb, const MailAddress& address) const {
-  absl::MutexLock lock(&core_->bus->mu);
+  mem_internal::BusLock lock(*core_->bus);
   if (core_->running) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       sv(verb), " ", address.canonical(), ": the mem provider is stopped; start() it first"));

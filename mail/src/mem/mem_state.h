@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <span>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,18 @@ struct Lease {
   Letter letter;  // as handed out (mbx-round stamped)
   uint64_t lease_id = 0;
   std::optional<absl::Time> expires;  // nullopt: never
+  absl::Duration timeout = absl::ZeroDuration();  // what renew() starts over
+};
+
+// A fetch_batch waiting for its first copy (the long poll): served in arrival order by
+// whatever queues a copy, or answered by its timer at its deadline.
+struct FetchWaiter {
+  uint64_t id = 0;
+  std::weak_ptr<CoreState> core;
+  FetchOptions options;
+  MailProvider::FetchDone done;
+  absl::Time deadline;    // on the bus clock
+  Clock::TimerId timer = 0;  // at the deadline, or earlier to look again (a lease or a delay ends)
 };
 
 struct SubscriberState {
@@ -77,6 +90,9 @@ struct Topic {
   std::deque<Letter> queue;
   absl::flat_hash_map<std::string, Lease> in_flight;  // by mbx-send-id
   std::vector<Letter> parked;
+  std::multimap<absl::Time, Letter> delayed;  // nacked with a delay, by when fetches may see them
+  std::deque<FetchWaiter> waiters;            // only while the queue is empty
+  uint64_t terminated = 0;                    // settled kTerminate
   std::vector<std::shared_ptr<SubscriberState>> subscribers;
   std::optional<absl::Time> last_activity;
   uint64_t pending_deliveries = 0;  // chains not settled
@@ -115,7 +131,7 @@ struct Chain {
   std::string last_error;  // of the last failed attempt, for a chain cancelled in its backoff
 };
 
-class BusState {
+class BusState : public std::enable_shared_from_this<BusState> {
  public:
   explicit BusState(std::shared_ptr<Clock> c) : clock(std::move(c)) {}
 
@@ -126,9 +142,31 @@ class BusState {
   uint64_t next_token ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_subscriber ABSL_GUARDED_BY(mu) = 1;
   uint64_t busy ABSL_GUARDED_BY(mu) = 0;  // attempts queued or running (wait_idle)
+  uint64_t next_waiter ABSL_GUARDED_BY(mu) = 1;
+  // Answers to run once `mu` is released (a served FetchWaiter's `done`): BusLock runs them.
+  std::vector<absl::AnyInvocable<void() &&>> completions ABSL_GUARDED_BY(mu);
 
   Topic& topic_locked(const MailAddress& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   Topic* find_locked(std::string_view canonical) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+};
+
+// Holds `bus.mu`; on release runs the completions queued meanwhile, unlocked, in order.
+class ABSL_SCOPED_LOCKABLE BusLock {
+ public:
+  explicit BusLock(BusState& bus) ABSL_EXCLUSIVE_LOCK_FUNCTION(bus.mu) : bus_(bus) {
+    bus_.mu.Lock();
+  }
+  ~BusLock() ABSL_UNLOCK_FUNCTION() {
+    std::vector<absl::AnyInvocable<void() &&>> ready;
+    ready.swap(bus_.completions);
+    bus_.mu.Unlock();
+    for (auto& fn : ready) std::move(fn)();
+  }
+  BusLock(const BusLock&) = delete;
+  BusLock& operator=(const BusLock&) = delete;
+
+ private:
+  BusState& bus_;
 };
 
 // One provider's engine: its configuration, executor and subscriptions. It settles the leases
@@ -140,6 +178,9 @@ class CoreState final : public LeaseSettler, public std::enable_shared_from_this
 
   bool settle(const CopyKey& key, Disposition disposition) override;
   using LeaseSettler::settle;
+  std::vector<bool> settle_all(std::span<const CopyKey> keys, Disposition disposition) override;
+  std::optional<std::optional<absl::Time>> renew(const CopyKey& key) override;
+  bool nack(const CopyKey& key, absl::Duration delay) override;
 
   const std::shared_ptr<BusState> bus;
   const std::shared_ptr<const Config> config;
@@ -158,6 +199,19 @@ PostReceipt post_locked(BusState& bus, const std::shared_ptr<const Config>& post
                         Letter letter);
 std::optional<Delivery> fetch_locked(BusState& bus, const std::shared_ptr<CoreState>& core,
                                      Topic& topic, const FetchOptions& options);
+
+// ---- mem_fetch.cc: batches, the long poll, delayed redelivery (M-RECV-6, M-ACK-6) ----
+// Up to options.max_messages (and max_bytes) copies, after releasing the delayed copies due.
+std::vector<Delivery> take_batch_locked(BusState& bus, const std::shared_ptr<CoreState>& core,
+                                        Topic& topic, const FetchOptions& options);
+// Answers the waiters of `topic` in order while copies are queued (after anything queued one).
+void serve_waiters_locked(BusState& bus, Topic& topic);
+// Answers `core`'s waiters on every topic with `why` (its provider stops).
+void fail_waiters_locked(BusState& bus, const CoreState& core, const absl::Status& why);
+// Delayed copies whose time has come go to the head of the queue, the earliest first.
+void release_due_locked(BusState& bus, Topic& topic);
+// The live lease `key` names, or null (unknown, another lease of the copy, expired).
+Lease* live_lease_locked(BusState& bus, Topic* topic, const CopyKey& key);
 bool settle_locked(BusState& bus, const std::shared_ptr<const Config>& config, const CopyKey& key,
                    Disposition disposition);
 // Back to the head of the queue unless already queued or in flight (never queued twice), or

@@ -8,6 +8,7 @@
 
 namespace postal::mail {
 
+using mem_internal::BusLock;
 using mem_internal::BusState;
 using mem_internal::Topic;
 
@@ -35,7 +36,7 @@ absl::StatusOr<PostReceipt> MemProvider::post(const MailAddress& to, Letter lett
   }
   BusState& bus = *core_->bus;
   Letter stamped = mem_internal::stamp_for_send(std::move(letter), to, bus.clock->now());
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   if (!core_->running) return stopped("post", to);
   return mem_internal::post_locked(bus, core_->config, bus.topic_locked(to), std::move(stamped));
 }
@@ -43,7 +44,7 @@ absl::StatusOr<PostReceipt> MemProvider::post(const MailAddress& to, Letter lett
 absl::StatusOr<std::optional<Delivery>> MemProvider::fetch(const MailAddress& address,
                                                            const FetchOptions& options) {
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   if (!core_->running) return stopped("fetch", address);
   Topic* topic = bus.find_locked(address.canonical());
   if (topic == nullptr) return std::optional<Delivery>();
@@ -53,7 +54,7 @@ absl::StatusOr<std::optional<Delivery>> MemProvider::fetch(const MailAddress& ad
 absl::StatusOr<std::vector<Letter>> MemProvider::peek(const MailAddress& address, size_t limit) {
   // M-RECV-3: copies only; counts, leases and activity time stay as they were.
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   std::vector<Letter> out;
   Topic* topic = bus.find_locked(address.canonical());
   if (topic == nullptr) return out;
@@ -66,7 +67,7 @@ absl::StatusOr<std::vector<Letter>> MemProvider::peek(const MailAddress& address
 
 absl::StatusOr<MailboxStatus> MemProvider::status(const MailAddress& address) {
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   Topic* topic = bus.find_locked(address.canonical());
   if (topic == nullptr) return never_seen(address);
   return mem_internal::status_locked(bus, *topic, core_->running);
@@ -74,7 +75,7 @@ absl::StatusOr<MailboxStatus> MemProvider::status(const MailAddress& address) {
 
 absl::StatusOr<std::vector<MailboxStatus>> MemProvider::list_status() {
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   std::vector<MailboxStatus> out;
   for (const auto& [address, topic] : bus.topics) {
     out.push_back(mem_internal::status_locked(bus, topic, core_->running));
@@ -85,7 +86,7 @@ absl::StatusOr<std::vector<MailboxStatus>> MemProvider::list_status() {
 absl::StatusOr<uint64_t> MemProvider::recover(const MailAddress& address) {
   // M-ACK-3: only expired leases; idempotent.
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   Topic* topic = bus.find_locked(address.canonical());
   if (topic == nullptr) return 0;
   return mem_internal::reclaim_expired_locked(bus, core_->config, *topic);
@@ -93,7 +94,7 @@ absl::StatusOr<uint64_t> MemProvider::recover(const MailAddress& address) {
 
 absl::StatusOr<std::map<std::string, uint64_t>> MemProvider::recover_all() {
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   std::map<std::string, uint64_t> out;
   for (auto& [address, topic] : bus.topics) {
     out[address] = mem_internal::reclaim_expired_locked(bus, core_->config, topic);
@@ -106,7 +107,7 @@ absl::StatusOr<uint64_t> MemProvider::clear() { return options_.bus->clear(); }
 absl::StatusOr<std::vector<CopyInfo>> MemProvider::locate(std::string_view message_id) {
   // M-ACK-5: read-only; every copy with this id, each with the key settlement takes.
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   std::vector<CopyInfo> out;
   auto add = [&](const std::string& address, const Letter& letter, uint64_t lease,
                  CopyState state) {
@@ -115,6 +116,9 @@ absl::StatusOr<std::vector<CopyInfo>> MemProvider::locate(std::string_view messa
   };
   for (const auto& [address, topic] : bus.topics) {
     for (const Letter& l : topic.queue) {
+      if (l.id == message_id) add(address, l, 0, CopyState::kQueued);
+    }
+    for (const auto& [due, l] : topic.delayed) {  // back in the mailbox, waiting out a nack delay
       if (l.id == message_id) add(address, l, 0, CopyState::kQueued);
     }
     for (const auto& [send_id, lease] : topic.in_flight) {
@@ -144,7 +148,7 @@ absl::StatusOr<MailAddress> MemProvider::dead_letter_topic(const MailAddress& ad
 absl::StatusOr<std::vector<Letter>> MemProvider::peek_parked(const MailAddress& address,
                                                              size_t limit) {
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   std::vector<Letter> out;
   Topic* topic = bus.find_locked(address.canonical());
   if (topic == nullptr) return out;
@@ -157,7 +161,7 @@ absl::StatusOr<std::vector<Letter>> MemProvider::peek_parked(const MailAddress& 
 
 absl::StatusOr<uint64_t> MemProvider::purge_parked(const MailAddress& address) {
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   Topic* topic = bus.find_locked(address.canonical());
   if (topic == nullptr) return 0;
   uint64_t n = topic->parked.size();
@@ -167,7 +171,7 @@ absl::StatusOr<uint64_t> MemProvider::purge_parked(const MailAddress& address) {
 
 absl::Status MemProvider::wait_idle(absl::Time deadline) {
   BusState& bus = *core_->bus;
-  absl::MutexLock lock(&bus.mu);
+  BusLock lock(bus);
   bool idle = bus.mu.AwaitWithDeadline(
       absl::Condition(
           +[](BusState* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->busy == 0; }, &bus),

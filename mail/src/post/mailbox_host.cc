@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "host_core.h"
+#include "host_replies.h"
 #include "postal/actors/context.h"
 #include "postal/mail/inbox_port.h"
 #include "postal/mail/mail_errors.h"
@@ -16,25 +17,11 @@
 namespace postal::mail {
 namespace {
 
+using post_internal::add_letters;
+using post_internal::failed;
 using post_internal::HostCore;
-
-MailReply failed(const absl::Status& status) {
-  MailReply r;
-  r.status = WireStatus::of(status);
-  return r;
-}
-
-// The mem address for a post address on the wire (any scheme: M-ADDR-3 keys by identity).
-absl::StatusOr<MailAddress> mem_address(std::string_view text) {
-  absl::StatusOr<MailAddress> a = MailAddress::parse(text);
-  if (!a.ok()) return a.status();
-  return MailAddress::parse(post_to_mem(*a));
-}
-
-std::string sender_proc(actors::Context& cx) {
-  const runtime::MessageEnvelope* env = cx.envelope();
-  return env ? env->sender().id.proc.to_string() : std::string();
-}
+using post_internal::mem_address;
+using post_internal::sender_proc;
 
 std::optional<int64_t> int_param(const actors::SpawnParams& p, std::string_view name) {
   const wire::HeaderValue* v = p.find(name);
@@ -46,13 +33,6 @@ std::optional<int64_t> int_param(const actors::SpawnParams& p, std::string_view 
     if (absl::SimpleAtoi(*s, &n)) return n;
   }
   return std::nullopt;
-}
-
-void add_letters(MailReply& r, const std::vector<Letter>& letters) {
-  for (const Letter& l : letters) {
-    absl::StatusOr<WireLetter> w = WireLetter::of(l);
-    if (w.ok()) r.letters.push_back(*std::move(w));
-  }
 }
 
 // `store = "/path/mail.db"` (with `durability = "os" | "disk"`, `max_mailboxes`): the host also
@@ -196,54 +176,6 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailPost m) {
                                  late->send(reply_to, std::move(r));
                                },
                                how);
-  return absl::OkStatus();
-}
-
-absl::Status MailboxHost::handle(actors::Context& cx, MailFetch m) {
-  absl::StatusOr<MailAddress> from = mem_address(m.address);
-  if (!from.ok()) {
-    m.reply_to.send(cx, failed(from.status()));
-    return absl::OkStatus();
-  }
-  // INT64_MAX ns is what an infinite duration becomes in older clients: never expires, too.
-  const absl::Duration ack_timeout = m.ack_timeout_ns == std::numeric_limits<int64_t>::max()
-                                         ? absl::ZeroDuration()
-                                         : absl::Nanoseconds(m.ack_timeout_ns);
-  FetchOptions o{m.manual ? AckMode::kManual : AckMode::kAuto, ack_timeout};
-  absl::StatusOr<std::optional<Delivery>> d = core_->provider().fetch(*from, o);
-  if (!d.ok()) {
-    m.reply_to.send(cx, failed(d.status()));
-    return absl::OkStatus();
-  }
-  MailReply r;
-  if (d->has_value()) {
-    Delivery& delivery = **d;
-    add_letters(r, {delivery.letter()});
-    r.key = WireKey{delivery.key().address, delivery.key().send_id, delivery.key().lease_id};
-    if (delivery.lease_expires_at()) {
-      r.lease_expires_ns = absl::ToUnixNanos(*delivery.lease_expires_at());
-    }
-    if (!delivery.settled()) {
-      // The lease now belongs to the remote consumer: it settles by key (MailSettleKey).
-      core_->record_lease(delivery.key(), sender_proc(cx));
-      delivery.detach();
-    }
-  }
-  m.reply_to.send(cx, std::move(r));
-  return absl::OkStatus();
-}
-
-absl::Status MailboxHost::handle(actors::Context& cx, MailSettleKey m) {
-  absl::StatusOr<MailAddress> at = mem_address(m.key.address);
-  if (!at.ok()) {
-    m.reply_to.send(cx, failed(at.status()));
-    return absl::OkStatus();
-  }
-  absl::StatusOr<bool> took = core_->provider().settle(
-      CopyKey{at->canonical(), m.key.send_id, m.key.lease_id}, m.disposition);
-  MailReply r = took.ok() ? MailReply{} : failed(took.status());
-  r.flag = took.ok() && *took;
-  m.reply_to.send(cx, std::move(r));
   return absl::OkStatus();
 }
 

@@ -49,7 +49,9 @@ PendingRequests::~PendingRequests() {
   }
 }
 
-void PendingRequests::post(const Link& link, MailPost req, ReplyDone done) {
+PendingRequests::Opened PendingRequests::open(const Link& link, std::string_view verb,
+                                              absl::Duration timeout, bool wait,
+                                              ReplyDone done) {
   std::shared_ptr<runtime::Mailbox> mailbox = link.cx->mailbox();
   runtime::Proc& proc = link.cx->proc();
   uint64_t id = 0;
@@ -60,15 +62,17 @@ void PendingRequests::post(const Link& link, MailPost req, ReplyDone done) {
   auto sink = std::make_shared<Completion>(weak_from_this(), id);
   const uint64_t port = mailbox->open_port(wire::type_hash<MailReply>(),
                                            &runtime::decode_as<MailReply>, sink, /*once=*/true);
-  req.reply_to =
-      runtime::OncePortRef<MailReply>(mailbox->port_addr(runtime::Port::ephemeral(port)), mailbox);
+  Opened opened{
+      runtime::OncePortRef<MailReply>(mailbox->port_addr(runtime::Port::ephemeral(port)), mailbox),
+      port};
   {
     absl::MutexLock lock(&mu_);
     pending_.emplace(id, Entry{std::move(done), sink, mailbox, port, 0, &proc,
-                               absl::StrCat("the mailbox host ", link.host.to_string())});
+                               absl::StrCat("the mailbox host ", link.host.to_string()),
+                               std::string(verb), wait});
   }
   const uint64_t timer = proc.timers().schedule(
-      proc.timers().now() + link.timeout, [weak = weak_from_this(), id, timeout = link.timeout] {
+      proc.timers().now() + timeout, [weak = weak_from_this(), id, timeout] {
         if (auto set = weak.lock()) {
           set->complete(id,
                         absl::DeadlineExceededError(
@@ -84,10 +88,27 @@ void PendingRequests::post(const Link& link, MailPost req, ReplyDone done) {
     if (!answered) it->second.timer = timer;
   }
   if (answered) proc.timers().cancel(timer);  // completed before its timer was known
-  wire::Headers headers;
-  headers.set(runtime::kReplyPortHeader, port);
-  actors::ActorRef<MailboxHost>(link.host).port<MailPost>().send(*link.cx, std::move(req),
-                                                                 std::move(headers));
+  return opened;
+}
+
+void PendingRequests::cancel_waits(const absl::Status& why) {
+  std::vector<Entry> waits;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (!it->second.wait) {
+        ++it;
+        continue;
+      }
+      waits.push_back(std::move(it->second));
+      pending_.erase(it++);
+    }
+  }
+  for (Entry& e : waits) {
+    e.proc->timers().cancel(e.timer);
+    e.mailbox->close_port(e.port);
+    std::move(e.done)(why);
+  }
 }
 
 size_t PendingRequests::size() const {
@@ -108,7 +129,7 @@ void PendingRequests::complete(uint64_t id, absl::StatusOr<MailReply> reply, boo
   if (close_port) e.mailbox->close_port(e.port);
   if (!reply.ok()) {
     return std::move(e.done)(absl::UnavailableError(
-        absl::StrCat("post: ", e.what, " did not answer post (", reply.status().message(),
+        absl::StrCat("post: ", e.what, " did not answer ", e.verb, " (", reply.status().message(),
                      "); check that its proc is up and runs a postal.MailboxHost")));
   }
   if (reply->status.code != 0) return std::move(e.done)(reply->status.to_status());

@@ -2,6 +2,7 @@
 #include "postal/mail/post_provider.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "pending_requests.h"
 #include "post_link.h"
 #include "postal/mail/mail_errors.h"
@@ -26,7 +27,9 @@ std::vector<Letter> letters_of(const MailReply& r) {
   return out;
 }
 
-// Settles the leases of manual fetches at the host, by key (M-ACK-2).
+WireKey wire_key(const CopyKey& key) { return WireKey{key.address, key.send_id, key.lease_id}; }
+
+// Settles the leases of manual fetches at the host, by key (M-ACK-2), and controls them (M-ACK-6).
 class PostSettler final : public LeaseSettler {
  public:
   explicit PostSettler(std::shared_ptr<Link> link) : link_(std::move(link)) {}
@@ -37,14 +40,39 @@ class PostSettler final : public LeaseSettler {
   absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition) override {
     if (!parse_disposition(disposition)) {
       return UnsupportedCapabilityError("post", absl::StrCat("disposition '", sv(disposition), "'"),
-                                        "post understands handled, discard and unhandled");
+                                        "post understands handled, discard, unhandled and terminate");
     }
-    absl::StatusOr<MailReply> r = link_->call(
-        MailSettleKey{
-            WireKey{key.address, key.send_id, key.lease_id}, std::string(disposition), {}},
-        "settle");
+    absl::StatusOr<MailReply> r =
+        link_->call(MailSettleKey{wire_key(key), std::string(disposition), {}}, "settle");
     if (!r.ok()) return r.status();
     return r->flag;
+  }
+  std::vector<bool> settle_all(std::span<const CopyKey> keys, Disposition disposition) override {
+    std::vector<bool> took(keys.size(), false);
+    // Batches of at most kMaxFetchBatch keys, one round trip each.
+    for (size_t begin = 0; begin < keys.size(); begin += kMaxFetchBatch) {
+      const size_t end = std::min(keys.size(), begin + kMaxFetchBatch);
+      MailSettleMany req{{}, std::string(to_string(disposition)), {}};
+      for (size_t i = begin; i < end; ++i) req.keys.push_back(wire_key(keys[i]));
+      absl::StatusOr<MailReply> r = link_->call(std::move(req), "settle");
+      if (!r.ok()) continue;  // not settled: the leases run out (M-ACK-3)
+      for (size_t i = begin; i < end && i - begin < r->flags.size(); ++i) {
+        took[i] = r->flags[i - begin] != 0;
+      }
+    }
+    return took;
+  }
+  std::optional<std::optional<absl::Time>> renew(const CopyKey& key) override {
+    absl::StatusOr<MailReply> r = link_->call(MailLease{wire_key(key), true, 0, {}}, "renew");
+    if (!r.ok() || !r->flag) return std::nullopt;
+    std::optional<absl::Time> expires;
+    if (r->lease_expires_ns) expires = absl::FromUnixNanos(*r->lease_expires_ns);
+    return expires;
+  }
+  bool nack(const CopyKey& key, absl::Duration delay) override {
+    absl::StatusOr<MailReply> r = link_->call(
+        MailLease{wire_key(key), false, absl::ToInt64Nanoseconds(delay), {}}, "nack");
+    return r.ok() && r->flag;
   }
 
  private:
@@ -114,6 +142,9 @@ void PostProvider::stop(const StopOptions& options) {
     for (auto& [id, sub] : subs_) subs.push_back(sub);
   }
   for (auto& sub : subs) sub->unsubscribe();
+  // A long poll ends now; at the host it waits out its deadline (docs/decisions.md).
+  pending_->cancel_waits(
+      absl::FailedPreconditionError("post: the provider stopped while this fetch waited"));
   if (options.purge) (void)clear();
 }
 
@@ -151,27 +182,71 @@ absl::StatusOr<Subscription> PostProvider::subscribe(const MailAddress& address,
 
 absl::StatusOr<std::optional<Delivery>> PostProvider::fetch(const MailAddress& address,
                                                             const FetchOptions& options) {
-  if (options.ack_timeout < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("fetch: ack_timeout must not be negative");
+  FetchOptions one = options;
+  one.max_messages = 1;
+  one.max_bytes = 0;
+  one.max_wait = absl::ZeroDuration();
+  absl::StatusOr<std::vector<Delivery>> batch = fetch_batch(address, one);
+  if (!batch.ok()) return batch.status();
+  if (batch->empty()) return std::optional<Delivery>();
+  return std::optional<Delivery>(std::move(batch->front()));
+}
+
+absl::StatusOr<std::vector<Delivery>> PostProvider::fetch_batch(const MailAddress& address,
+                                                                const FetchOptions& options) {
+  if (options.ack_timeout < absl::ZeroDuration() || options.max_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("fetch: ack_timeout and max_wait must not be negative");
+  }
+  if (options.max_messages == 0 || options.max_messages > kMaxFetchBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fetch: max_messages is ", options.max_messages, "; ask for 1 to ",
+                     kMaxFetchBatch, " copies"));
   }
   // 0 on the wire is "never expires", for a zero and for an infinite timeout alike (an infinite
   // one would otherwise cross as INT64_MAX ns: a finite lease ending in 2262).
   const int64_t ack_timeout_ns = options.ack_timeout == absl::InfiniteDuration()
                                      ? 0
                                      : absl::ToInt64Nanoseconds(options.ack_timeout);
-  MailFetch req{address.canonical(), options.ack == AckMode::kManual, ack_timeout_ns, {}};
-  absl::StatusOr<MailReply> r = link_->call(std::move(req), "fetch");
-  if (!r.ok()) return r.status();
-  if (r->letters.empty()) return std::optional<Delivery>();
-  Letter letter = r->letters[0].to_letter();
-  CopyKey key = key_of(r->key);
-  if (options.ack == AckMode::kAuto || key.lease_id == 0) {
-    return std::optional<Delivery>(Delivery::settled(std::move(letter), std::move(key)));
+  MailFetch req{address.canonical(),
+                options.ack == AckMode::kManual,
+                ack_timeout_ns,
+                static_cast<uint32_t>(options.max_messages),
+                options.max_bytes,
+                absl::ToInt64Nanoseconds(options.max_wait),
+                {}};
+  absl::StatusOr<MailReply> r = absl::UnknownError("unanswered");
+  if (options.max_wait <= absl::ZeroDuration()) {
+    r = link_->call(std::move(req), "fetch");
+  } else {
+    // A long poll: the host answers by its deadline, so wait that long beyond the usual timeout;
+    // stop() ends the wait (cancel_waits).
+    absl::Notification answered;
+    pending_->send(*link_, std::move(req), "fetch", link_->timeout + options.max_wait,
+                   /*wait=*/true, [&](absl::StatusOr<MailReply> reply) {
+                     r = std::move(reply);
+                     answered.Notify();
+                   });
+    answered.WaitForNotification();
   }
-  std::optional<absl::Time> expires;
-  if (r->lease_expires_ns) expires = absl::FromUnixNanos(*r->lease_expires_ns);
-  return std::optional<Delivery>(
-      Delivery(std::move(letter), std::move(key), expires, std::make_shared<PostSettler>(link_)));
+  if (!r.ok()) return r.status();
+  std::vector<Delivery> out;
+  out.reserve(r->letters.size());
+  std::shared_ptr<PostSettler> settler;
+  for (size_t i = 0; i < r->letters.size() && i < r->keys.size(); ++i) {
+    Letter letter = r->letters[i].to_letter();
+    CopyKey key = key_of(r->keys[i]);
+    if (options.ack == AckMode::kAuto || key.lease_id == 0) {
+      out.push_back(Delivery::settled(std::move(letter), std::move(key)));
+      continue;
+    }
+    if (!settler) settler = std::make_shared<PostSettler>(link_);  // one per batch: ack_all
+    std::optional<absl::Time> expires;
+    if (i < r->expires_ns.size() && r->expires_ns[i] != 0) {
+      expires = absl::FromUnixNanos(r->expires_ns[i]);
+    }
+    out.emplace_back(std::move(letter), std::move(key), expires, settler);
+  }
+  return out;
 }
 
 absl::StatusOr<MailboxStatus> PostProvider::status(const MailAddress& address) {

@@ -21,6 +21,12 @@
 // lease then runs its course, and whoever holds the key (see `PostOffice::locate`) may still
 // settle it with `PostOffice::settle`.
 //
+// Lease control (JetStream's in-progress, nak-with-delay and term): `in_progress()` starts the
+// lease over — it now ends one full lease timeout from now — while the consumer keeps working;
+// `nack(delay)` settles the copy back to the mailbox, where no fetch sees it before `delay` has
+// passed (M-ACK-6); `terminate()` removes it for good without a dead letter. Batches settle in
+// one call: `ack_all(deliveries)` (one lock in mem, one round trip over post).
+//
 // A Delivery is move-only and not thread-safe; the letter is the consumer's own copy.
 #pragma once
 
@@ -28,7 +34,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -56,6 +64,16 @@ class LeaseSettler {
   // A disposition by name: the core three, or one the provider declares. An undeclared name
   // fails with UnsupportedCapability before anything changes. The default knows the core three.
   virtual absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition);
+  // Settles every key with `disposition`; element i tells whether keys[i]'s took effect. The
+  // default settles them one by one; providers override it to settle a batch at once.
+  virtual std::vector<bool> settle_all(std::span<const CopyKey> keys, Disposition disposition);
+  // Starts the lease of `key` over: it now ends one full lease timeout from now. nullopt when it
+  // did not take effect (settled, expired, reclaimed, unknown); otherwise the new end (an inner
+  // nullopt: the lease never expires). The default cannot: nullopt.
+  virtual std::optional<std::optional<absl::Time>> renew(const CopyKey& key);
+  // Settles `key` unhandled, but the copy waits `delay` before any fetch sees it. True when it
+  // took effect. The default (no delayed redelivery) does not take effect: false.
+  virtual bool nack(const CopyKey& key, absl::Duration delay);
 };
 
 class Delivery {
@@ -85,11 +103,24 @@ class Delivery {
   // Gives up this handle's right to settle; the lease runs its course.
   void detach() { settler_ = nullptr; }
 
+  // Lease control (see above). `in_progress` keeps the handle unsettled and updates
+  // `lease_expires_at()`; it, `nack` and `terminate` return whether they took effect.
+  bool in_progress();
+  bool nack(absl::Duration delay);
+  bool terminate() { return ack(Disposition::kTerminate); }
+
  private:
+  friend std::vector<bool> ack_all(std::span<Delivery>, Disposition);
   Letter letter_;
   CopyKey key_;
   std::optional<absl::Time> lease_expires_at_;
   std::shared_ptr<LeaseSettler> settler_;  // null once settled / detached
 };
+
+// Settles every unsettled handle of `batch` with `disposition`, a batch per provider (one call
+// each); handles already settled are skipped and count as not taking effect. Element i tells
+// whether batch[i]'s settlement took effect. Every handle is settled (or skipped) afterwards.
+std::vector<bool> ack_all(std::span<Delivery> batch,
+                          Disposition disposition = Disposition::kHandled);
 
 }  // namespace postal::mail

@@ -106,6 +106,11 @@ class Body {
     return std::move(t->value);
   }
 
+  // The serialized size, 0 for an empty body (a byte bound's measure: fetch max_bytes).
+  size_t byte_size() const {
+    absl::StatusOr<std::string> b = bytes();
+    return b.ok() ? b->size() : 0;
+  }
   // The serialized form (computed once, then cached).
   absl::StatusOr<std::string> bytes() const {
     if (!shared_) return absl::FailedPreconditionError("the letter has no body");

@@ -58,11 +58,25 @@ using MailHandler = absl::AnyInvocable<absl::Status(const Letter&)>;
 
 enum class AckMode : uint8_t { kAuto, kManual };
 
+// The most copies one fetch_batch may ask for (more → InvalidArgument).
+inline constexpr size_t kMaxFetchBatch = 1024;
+
 struct FetchOptions {
   AckMode ack = AckMode::kAuto;
   // The lease of a manual fetch, fixed at hand-out; absl::ZeroDuration() = never expires.
   // Negative → InvalidArgument. Ignored by an auto fetch.
   absl::Duration ack_timeout = kDefaultAckTimeout;
+  // fetch_batch only (fetch takes one and never waits):
+  // At most this many copies, 1…kMaxFetchBatch; 0 or more → InvalidArgument.
+  size_t max_messages = 1;
+  // At most this many body bytes in all, 0 = no byte bound; the first copy is always taken, so a
+  // copy larger than the bound is not stuck. A provider may bound a batch further (post: what
+  // one reply frame carries).
+  size_t max_bytes = 0;
+  // The long poll: with nothing to hand out, wait up to this long (on the provider's clock) for
+  // the first copy, then take what is there at that moment. 0 = answer at once. Negative →
+  // InvalidArgument.
+  absl::Duration max_wait = absl::ZeroDuration();
 };
 
 struct SubscribeOptions {
@@ -130,6 +144,18 @@ class MailProvider {
   virtual absl::StatusOr<std::optional<Delivery>> fetch(const MailAddress& address,
                                                         const FetchOptions& options) = 0;
   virtual absl::StatusOr<MailboxStatus> status(const MailAddress& address) = 0;
+  // Up to `options.max_messages` copies in queue order, waiting up to `options.max_wait` for the
+  // first (the long poll, M-RECV-6); an empty vector when none came. The default takes them one
+  // fetch() at a time and cannot wait: with a max_wait it fails UnsupportedCapability.
+  virtual absl::StatusOr<std::vector<Delivery>> fetch_batch(const MailAddress& address,
+                                                            const FetchOptions& options);
+  // fetch_batch whose answer comes later: `done` runs exactly once — on the calling thread when
+  // there is an answer at once, else on whichever thread posts the first copy or runs the
+  // provider's clock at the deadline — so it must be short and must not wait. The default calls
+  // fetch_batch, then `done`.
+  using FetchDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<Delivery>>) &&>;
+  virtual void fetch_batch_async(const MailAddress& address, const FetchOptions& options,
+                                 FetchDone done);
 
   // Optional operations, each guarded by its capability.
   virtual absl::StatusOr<std::vector<Letter>> peek(const MailAddress& address, size_t limit);

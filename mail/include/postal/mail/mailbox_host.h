@@ -47,9 +47,9 @@ class HostCore;
 
 class MailboxHost final
     : public actors::Actor,
-      public actors::Handles<MailHello, MailPost, MailFetch, MailSettleKey, MailPeek,
-                             MailStatusQuery, MailSubscribe, MailUnsubscribe, MailRecover,
-                             MailAdmin, MailCreate> {
+      public actors::Handles<MailHello, MailPost, MailFetch, MailSettleKey, MailSettleMany,
+                             MailLease, MailPeek, MailStatusQuery, MailSubscribe, MailUnsubscribe,
+                             MailRecover, MailAdmin, MailCreate> {
  public:
   // `options.bus` null: an isolated bus (a host never shares the process-wide mem bus).
   explicit MailboxHost(MemOptions options = {});
@@ -64,6 +64,8 @@ class MailboxHost final
   absl::Status handle(actors::Context& cx, MailPost m) override;
   absl::Status handle(actors::Context& cx, MailFetch m) override;
   absl::Status handle(actors::Context& cx, MailSettleKey m) override;
+  absl::Status handle(actors::Context& cx, MailSettleMany m) override;
+  absl::Status handle(actors::Context& cx, MailLease m) override;
   absl::Status handle(actors::Context& cx, MailPeek m) override;
   absl::Status handle(actors::Context& cx, MailStatusQuery m) override;
   absl::Status handle(actors::Context& cx, MailSubscribe m) override;

@@ -99,6 +99,17 @@ class MemProvider final : public MailProvider {
   absl::StatusOr<std::optional<Delivery>> fetch(const MailAddress& address,
                                                 const FetchOptions& options) override;
   absl::StatusOr<MailboxStatus> status(const MailAddress& address) override;
+  // Batches and the long poll (M-RECV-6); waiting fetches are answered in arrival order, and at
+  // most 1,024 wait on one mailbox (more → ResourceExhausted). Their time runs on the bus clock.
+  absl::StatusOr<std::vector<Delivery>> fetch_batch(const MailAddress& address,
+                                                    const FetchOptions& options) override;
+  void fetch_batch_async(const MailAddress& address, const FetchOptions& options,
+                         FetchDone done) override;
+  // Lease control by key, as a Delivery's handle does it (delivery.h); a MailboxHost settles its
+  // remote consumers' batches and leases through these.
+  std::vector<bool> settle_all(std::span<const CopyKey> keys, Disposition disposition);
+  std::optional<std::optional<absl::Time>> renew(const CopyKey& key);
+  bool nack(const CopyKey& key, absl::Duration delay);
   absl::StatusOr<std::vector<Letter>> peek(const MailAddress& address, size_t limit) override;
   absl::StatusOr<std::vector<MailboxStatus>> list_status() override;
   absl::StatusOr<uint64_t> recover(const MailAddress& address) override;

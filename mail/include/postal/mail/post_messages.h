@@ -100,9 +100,9 @@ struct WireCopy {
 // The one reply type of every verb.
 struct MailReply {
   WireStatus status;
-  std::vector<WireLetter> letters;                       // fetch (0 or 1), peek, peek_parked
-  WireKey key;                                           // fetch
-  std::optional<int64_t> lease_expires_ns;               // fetch (manual, expiring lease)
+  std::vector<WireLetter> letters;                       // fetch (a batch), peek, peek_parked
+  WireKey key;                                           // create
+  std::optional<int64_t> lease_expires_ns;               // create; lease renew (unset: never)
   std::vector<WireMailboxStatus> statuses;               // status (1), list_status
   std::vector<WireCopy> copies;                          // locate
   std::vector<std::pair<std::string, uint64_t>> counts;  // recover_all
@@ -111,10 +111,13 @@ struct MailReply {
   std::string text;    // subscribe: subscription id; dead_letter_topic; post: address
   std::string text2;   // post: message id
   std::string text3;   // post: send id
+  std::vector<WireKey> keys;           // fetch: letters[i]'s copy and lease
+  std::vector<int64_t> expires_ns;     // fetch: letters[i]'s lease end, Unix ns; 0 = never
+  std::vector<uint8_t> flags;          // settle_all: keys[i]'s settlement took effect
   template <class A>
   void serialize(A& a) {
     a(status, letters, key, lease_expires_ns, statuses, copies, counts, count, flag, text, text2,
-      text3);
+      text3, keys, expires_ns, flags);
   }
 };
 
@@ -159,15 +162,39 @@ struct MailPost {
     a(address, letter, reply_to);
   }
 };
-struct MailFetch {
+struct MailFetch {  // fetch_batch (fetch is a batch of one) → letters, keys, expires_ns
   using Reply = MailReply;
   std::string address;
   bool manual = false;
   int64_t ack_timeout_ns = 0;  // manual only; 0 = never expires
+  uint32_t max_messages = 1;
+  uint64_t max_bytes = 0;   // 0 = no bound of the caller's (the host bounds a reply anyway)
+  int64_t max_wait_ns = 0;  // the long poll; the host caps it (kMaxHostFetchWait)
   runtime::OncePortRef<MailReply> reply_to;
   template <class A>
   void serialize(A& a) {
-    a(address, manual, ack_timeout_ns, reply_to);
+    a(address, manual, ack_timeout_ns, max_messages, max_bytes, max_wait_ns, reply_to);
+  }
+};
+struct MailSettleMany {  // settle_all(keys, disposition) → flags
+  using Reply = MailReply;
+  std::vector<WireKey> keys;
+  std::string disposition;
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(keys, disposition, reply_to);
+  }
+};
+struct MailLease {  // renew(key) → flag, lease_expires_ns; or nack(key, delay) → flag
+  using Reply = MailReply;
+  WireKey key;
+  bool renew = false;     // else a nack
+  int64_t delay_ns = 0;   // nack: how long no fetch sees the copy
+  runtime::OncePortRef<MailReply> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(key, renew, delay_ns, reply_to);
   }
 };
 struct MailSettleKey {  // settle(key, disposition) → flag
@@ -276,6 +303,8 @@ POSTAL_MESSAGE(postal::mail::MailHello, "postal.mail.Hello");
 POSTAL_MESSAGE(postal::mail::MailPost, "postal.mail.Post");
 POSTAL_MESSAGE(postal::mail::MailFetch, "postal.mail.Fetch");
 POSTAL_MESSAGE(postal::mail::MailSettleKey, "postal.mail.SettleKey");
+POSTAL_MESSAGE(postal::mail::MailSettleMany, "postal.mail.SettleMany");
+POSTAL_MESSAGE(postal::mail::MailLease, "postal.mail.Lease");
 POSTAL_MESSAGE(postal::mail::MailPeek, "postal.mail.Peek");
 POSTAL_MESSAGE(postal::mail::MailStatusQuery, "postal.mail.StatusQuery");
 POSTAL_MESSAGE(postal::mail::MailSubscribe, "postal.mail.Subscribe");

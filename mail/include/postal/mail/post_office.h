@@ -74,6 +74,10 @@ class PostOffice {
                                          const SubscribeOptions& options = {});
   absl::StatusOr<std::optional<Delivery>> fetch(std::string_view address,
                                                 const FetchOptions& options = {});
+  // Up to options.max_messages copies, waiting up to options.max_wait for the first (the long
+  // poll, M-RECV-6); settle a manual batch at once with ack_all(). Empty when none came.
+  absl::StatusOr<std::vector<Delivery>> fetch_batch(std::string_view address,
+                                                    const FetchOptions& options);
   // Read-only copies of up to `limit` queued letters, oldest first (M-RECV-3).
   absl::StatusOr<std::vector<Letter>> peek(std::string_view address, size_t limit = 1);
 

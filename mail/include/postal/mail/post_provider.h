@@ -80,6 +80,11 @@ class PostProvider final : public MailProvider {
                                          const SubscribeOptions& options) override;
   absl::StatusOr<std::optional<Delivery>> fetch(const MailAddress& address,
                                                 const FetchOptions& options) override;
+  // One round trip per batch; the host holds a long poll (up to 5 minutes) without holding its
+  // actor, and bounds a reply's bodies to 4 MiB. A manual batch settles in one more round trip
+  // (ack_all), its leases renew and nack with a delay by key at the host.
+  absl::StatusOr<std::vector<Delivery>> fetch_batch(const MailAddress& address,
+                                                    const FetchOptions& options) override;
   // A stopped provider reports a known mailbox `offline` (the host's counts stay accurate).
   absl::StatusOr<MailboxStatus> status(const MailAddress& address) override;
   absl::StatusOr<std::vector<Letter>> peek(const MailAddress& address, size_t limit) override;
