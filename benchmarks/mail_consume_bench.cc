@@ -14,6 +14,9 @@
 //   BM_JetStreamPublishPullAck/bytes   post→fetch, all timed: js_PublishAsync (256 pending) the
 //   BM_PostalPostFetchIpc/bytes        round, then pull it; postal: post_async (256 in flight),
 //                                      then fetch_batch(256) auto — across processes both
+//   BM_PostalPostSubscribeIpc/bytes    post→subscribe across processes: post_async (256 in
+//                                      flight) to a queue mailbox with one subscriber in this
+//                                      process, timed until its callback has seen the round
 //
 // Needs nats-server (Debian `nats-server`) and the `postal` binary (POSTAL_BINARY, built with it).
 // docs/benchmarks.md, "Consuming mail", has the command and the results.
@@ -245,6 +248,32 @@ void BM_PostalPostFetchIpc(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kRound);
 }
 BENCHMARK(BM_PostalPostFetchIpc)->ArgsProduct({{64, 1024}})->ArgNames({"bytes"})->UseRealTime();
+
+void BM_PostalPostSubscribeIpc(benchmark::State& state) {
+  if (!g_world->error.empty()) return state.SkipWithError(g_world->error.c_str());
+  const std::string body = body_of(state.range(0));
+  const std::string box = absl::StrCat("post:bench@consume.bench/sub-", state.range(0));
+  absl::Mutex mu;
+  int64_t seen = 0;
+  absl::StatusOr<Subscription> sub = g_world->remote->subscribe(box, [&](const Letter&) {
+    absl::MutexLock lock(&mu);
+    ++seen;
+    return absl::OkStatus();
+  });
+  if (!sub.ok()) return state.SkipWithError("subscribe failed");
+  int64_t posted = 0;
+  for (auto _ : state) {
+    if (!post_round(*g_world->remote, box, body)) return state.SkipWithError("post failed");
+    posted += kRound;
+    absl::MutexLock lock(&mu);
+    auto all_seen = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return seen >= posted; };
+    if (!mu.AwaitWithTimeout(absl::Condition(&all_seen), absl::Seconds(30))) {
+      return state.SkipWithError("the subscriber did not see every message");
+    }
+  }
+  state.SetItemsProcessed(posted);
+}
+BENCHMARK(BM_PostalPostSubscribeIpc)->ArgsProduct({{64, 1024}})->ArgNames({"bytes"})->UseRealTime();
 
 // ---- the world: nats-server -js, a `postal proc` with a MailboxHost, an in-process office -----
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "mem_state.h"
 #include "postal/mail/mail_errors.h"
 #include "postal/wire/absl_compat.h"
@@ -156,9 +157,40 @@ absl::StatusOr<Subscription> MemProvider::subscribe(const MailAddress& address, 
     return subscribe_retained(*name, address, std::move(handler));
   }
   auto sub = std::make_shared<SubscriberState>();
-  sub->topic = address.canonical();
   sub->label = options.label;
   sub->handler = std::move(handler);
+  return add_subscriber(address, std::move(sub));
+}
+
+absl::StatusOr<Subscription> MemProvider::subscribe_async(const MailAddress& address,
+                                                          AsyncMailHandler handler,
+                                                          const SubscribeOptions& options,
+                                                          size_t max_in_flight) {
+  if (std::optional<std::string> name = retained_name(address)) {
+    // Retained deliveries run one at a time (replay, then live): each waits for its settlement.
+    auto shared = std::make_shared<AsyncMailHandler>(std::move(handler));
+    return subscribe_retained(*name, address, [shared](const Letter& letter) {
+      absl::Notification settled;
+      absl::Status result;
+      (*shared)(letter, [&](absl::Status s) {
+        result = std::move(s);
+        settled.Notify();
+      });
+      settled.WaitForNotification();
+      return result;
+    });
+  }
+  auto sub = std::make_shared<SubscriberState>();
+  sub->label = options.label;
+  sub->async_handler = std::move(handler);
+  sub->async = true;
+  sub->max_in_flight = std::max<size_t>(max_in_flight, 1);
+  return add_subscriber(address, std::move(sub));
+}
+
+absl::StatusOr<Subscription> MemProvider::add_subscriber(const MailAddress& address,
+                                                         std::shared_ptr<SubscriberState> sub) {
+  sub->topic = address.canonical();
   sub->config = core_->config;
   sub->core = core_;
   sub->bus = core_->bus;

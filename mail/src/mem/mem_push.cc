@@ -8,6 +8,7 @@
 // attempt gets a fresh token; a timer or task holding an old token finds it stale and does
 // nothing, so each chain settles exactly once.
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -114,10 +115,17 @@ void on_watchdog(const std::weak_ptr<BusState>& weak_bus, const std::weak_ptr<Ch
   if (!bus || !chain) return;
   BusLock lock(*bus);
   if (chain->token != token) return;
+  const bool async_running = chain->phase == Phase::kRunning && chain->sub->async;
   if (chain->phase == Phase::kQueued) {
     --bus->busy;  // the attempt never started; its task will find it stale
   } else if (chain->phase != Phase::kRunning) {
     return;
+  }
+  if (async_running) {
+    // Nobody returns from an async attempt: its window slot and busy count end here, and a
+    // late settlement finds the token stale.
+    --chain->sub->in_flight;
+    --bus->busy;
   }
   chain->watchdog = 0;
   absl::Duration timeout = chain->sub->config->settle_timeout;
@@ -131,6 +139,7 @@ void on_watchdog(const std::weak_ptr<BusState>& weak_bus, const std::weak_ptr<Ch
   finish_locked(*bus, chain, Outcome::kCancelled,
                 absl::StrCat("cancelled: no settlement within the delivery settle timeout (",
                              sv(absl::FormatDuration(timeout)), ")"));
+  if (async_running) release_held_locked(*bus, chain->sub);
 }
 
 // M-ACK-4: OK = handled; retriable = unhandled (or retried); anything else = discard.
@@ -158,36 +167,114 @@ void on_result_locked(BusState& bus, const std::shared_ptr<Chain>& chain,
   finish_locked(bus, chain, Outcome::kRetriable, std::move(error));
 }
 
-// One attempt, on the subscriber's strand.
+// Under the lock: the attempt starts running (its callback is about to be invoked); its copy,
+// stamped with its attempt number. Null when the attempt is stale (cancelled meanwhile).
+std::optional<Letter> begin_attempt_locked(Chain& chain, uint64_t token) {
+  if (chain.token != token || chain.phase != Phase::kQueued) return std::nullopt;
+  SubscriberState& sub = *chain.sub;
+  chain.phase = Phase::kRunning;
+  sub.running = true;
+  sub.running_thread = std::this_thread::get_id();
+  if (sub.async) ++sub.in_flight;
+  Letter letter = chain.barrier->letter;
+  letter.headers.set(kAttempt, uint64_t{chain.attempt});
+  if (sub.config->retry.has_value()) {
+    letter.headers.set(kMaxAttempts, uint64_t{sub.config->retry->max_attempts});
+  }
+  return letter;
+}
+
+// An async attempt's settlement, from whichever thread has it.
+void on_async_settled(const std::weak_ptr<BusState>& weak_bus, const std::weak_ptr<Chain>& weak,
+                      uint64_t token, const absl::Status& result) {
+  std::shared_ptr<BusState> bus = weak_bus.lock();
+  std::shared_ptr<Chain> chain = weak.lock();
+  if (!bus || !chain) return;
+  BusLock lock(*bus);
+  if (chain->token != token || chain->phase != Phase::kRunning) return;  // the watchdog had it
+  std::shared_ptr<SubscriberState> sub = chain->sub;
+  --sub->in_flight;
+  --bus->busy;
+  if (chain->watchdog != 0) bus->clock->cancel(chain->watchdog);
+  chain->watchdog = 0;
+  on_result_locked(*bus, chain, result);
+  release_held_locked(*bus, sub);
+}
+
+// Invokes the attempt's callback, outside the lock, and settles it (sync) or lets it settle later.
+void invoke_attempt(BusState& bus, const std::shared_ptr<Chain>& chain, uint64_t token,
+                    const Letter& letter) {
+  SubscriberState& sub = *chain->sub;
+  if (sub.async) {
+    try {
+      sub.async_handler(letter, [weak_bus = sub.bus, weak = std::weak_ptr<Chain>(chain),
+                                 token](absl::Status result) {
+        on_async_settled(weak_bus, weak, token, result);
+      });
+    } catch (...) {
+      // Whether it settled is unknown: the watchdog settles it (M-RETRY-4).
+    }
+    BusLock lock(bus);
+    sub.running = false;
+    sub.running_thread = std::thread::id();
+    return;
+  }
+  absl::Status result = invoke(sub.handler, letter);
+  BusLock lock(bus);
+  sub.running = false;
+  sub.running_thread = std::thread::id();
+  --bus.busy;
+  if (chain->token != token || chain->phase != Phase::kRunning) return;  // the watchdog settled it
+  if (chain->watchdog != 0) bus.clock->cancel(chain->watchdog);
+  chain->watchdog = 0;
+  on_result_locked(bus, chain, result);
+}
+
+// One attempt, on the subscriber's strand. An async subscription's attempt past its window (or
+// behind held ones) is held, in order, until a settlement makes room.
 void run_attempt(const std::weak_ptr<Chain>& weak, uint64_t token) {
   std::shared_ptr<Chain> chain = weak.lock();
   if (!chain) return;
   std::shared_ptr<SubscriberState> sub = chain->sub;
   std::shared_ptr<BusState> bus = sub->bus.lock();
   if (!bus) return;
-  Letter letter;
+  std::optional<Letter> letter;
   {
     BusLock lock(*bus);
     if (chain->token != token || chain->phase != Phase::kQueued) return;  // cancelled
-    chain->phase = Phase::kRunning;
-    sub->running = true;
-    sub->running_thread = std::this_thread::get_id();
-    // Each attempt gets its own copy, stamped with its attempt number.
-    letter = chain->barrier->letter;
-    letter.headers.set(kAttempt, uint64_t{chain->attempt});
-    if (sub->config->retry.has_value()) {
-      letter.headers.set(kMaxAttempts, uint64_t{sub->config->retry->max_attempts});
+    if (sub->async && (sub->in_flight >= sub->max_in_flight || !sub->held.empty())) {
+      sub->held.emplace_back(chain, token);
+      return;
     }
+    letter = begin_attempt_locked(*chain, token);
   }
-  absl::Status result = invoke(sub->handler, letter);
-  BusLock lock(*bus);
-  sub->running = false;
-  sub->running_thread = std::thread::id();
-  --bus->busy;
-  if (chain->token != token || chain->phase != Phase::kRunning) return;  // the watchdog settled it
-  if (chain->watchdog != 0) bus->clock->cancel(chain->watchdog);
-  chain->watchdog = 0;
-  on_result_locked(*bus, chain, result);
+  if (letter.has_value()) invoke_attempt(*bus, chain, token, *letter);
+}
+
+// Starts held attempts while the window has room, on the subscriber's strand.
+void drain_held(const std::weak_ptr<SubscriberState>& weak) {
+  std::shared_ptr<SubscriberState> sub = weak.lock();
+  if (!sub) return;
+  std::shared_ptr<BusState> bus = sub->bus.lock();
+  if (!bus) return;
+  while (true) {
+    std::shared_ptr<Chain> chain;
+    uint64_t token = 0;
+    std::optional<Letter> letter;
+    {
+      BusLock lock(*bus);
+      if (sub->in_flight >= sub->max_in_flight || sub->held.empty()) {
+        sub->drain_posted = false;
+        return;
+      }
+      auto [w, t] = std::move(sub->held.front());
+      sub->held.pop_front();
+      chain = w.lock();
+      token = t;
+      if (chain) letter = begin_attempt_locked(*chain, token);
+    }
+    if (letter.has_value()) invoke_attempt(*bus, chain, token, *letter);
+  }
 }
 
 }  // namespace
@@ -219,8 +306,17 @@ void start_attempt_locked(BusState& bus, const std::shared_ptr<Chain>& chain) {
   }
 }
 
+void release_held_locked(BusState&, const std::shared_ptr<SubscriberState>& sub) {
+  if (sub->held.empty() || sub->drain_posted || sub->in_flight >= sub->max_in_flight) return;
+  std::shared_ptr<CoreState> core = sub->core.lock();
+  if (!core || !core->executor) return;
+  sub->drain_posted = core->executor->post(
+      sub->strand, [weak = std::weak_ptr<SubscriberState>(sub)] { drain_held(weak); });
+}
+
 void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& sub) {
   MailHandler released;  // destroyed after the lock is released: it may own anything
+  MemProvider::AsyncMailHandler released_async;
   BusLock lock(bus);
   if (sub->active) {
     sub->active = false;
@@ -242,13 +338,21 @@ void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& su
       }
     }
   }
-  // A running callback is never cancelled; wait for it, unless this is it.
+  // A running callback is never cancelled; wait for it, unless this is it — and for every
+  // started async delivery to settle (or its watchdog to fire).
   if (sub->running && sub->running_thread != std::this_thread::get_id()) {
     bus.mu.Await(absl::Condition(
         +[](SubscriberState* s) { return !s->running; }, sub.get()));
   }
+  if (sub->async && !sub->running) {
+    bus.mu.Await(absl::Condition(
+        +[](SubscriberState* s) { return s->in_flight == 0; }, sub.get()));
+  }
   // Never called again: let go of what it captured (not while it runs on this very thread).
-  if (!sub->running) released = std::move(sub->handler);
+  if (!sub->running) {
+    released = std::move(sub->handler);
+    released_async = std::move(sub->async_handler);
+  }
 }
 
 }  // namespace postal::mail::mem_internal

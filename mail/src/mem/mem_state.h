@@ -73,6 +73,11 @@ struct SubscriberState {
   std::string topic;  // canonical address
   std::string label;
   MailHandler handler;  // invoked only by its strand, never under `mu`; released by unsubscribe
+  // Or, for subscribe_async: started by the strand, settled later; at most max_in_flight
+  // unsettled, the attempts past it held in order until one settles.
+  MemProvider::AsyncMailHandler async_handler;
+  bool async = false;  // set at creation: which of the two it is
+  size_t max_in_flight = 1;
   std::shared_ptr<const Config> config;
   std::weak_ptr<CoreState> core;
   std::weak_ptr<BusState> bus;
@@ -82,6 +87,9 @@ struct SubscriberState {
   bool running = false;  // its callback is running
   std::thread::id running_thread;
   absl::flat_hash_set<std::shared_ptr<Chain>> chains;  // deliveries not settled yet
+  size_t in_flight = 0;                                // async attempts started, not settled
+  std::deque<std::pair<std::weak_ptr<Chain>, uint64_t>> held;  // async attempts past the window
+  bool drain_posted = false;  // a task to start held attempts is on the strand
 };
 
 struct Topic {
@@ -227,6 +235,8 @@ uint64_t round_of(const Letter& letter);
 
 // ---- mem_push.cc: push deliveries, retries, the watchdog (M-RETRY-1…4) ----
 void start_attempt_locked(BusState& bus, const std::shared_ptr<Chain>& chain);
+// Starts held attempts of an async subscription (on its strand) when its window has room.
+void release_held_locked(BusState& bus, const std::shared_ptr<SubscriberState>& sub);
 // Unsubscribes: cancels queued and backoff deliveries, then waits for a running callback
 // (unless it is the caller's). Takes `mu` itself.
 void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& sub);

@@ -12,6 +12,9 @@ namespace {
 
 std::atomic<uint64_t> next_delivery_id{1};
 
+// Pushes of one subscription in flight at once (the subscriber runs them in order).
+constexpr size_t kPushWindow = 256;
+
 // How long a push waits for its settlement. At the settle timeout the mem watchdog (M-RETRY-4)
 // has already given the message back and a late result changes nothing, so waiting longer only
 // keeps the subscription's strand blocked — on a subscriber whose proc may have died after the
@@ -33,13 +36,14 @@ absl::StatusOr<std::string> HostCore::subscribe(const MailAddress& mem_address, 
     id = absl::StrCat("post-sub-", next_id_++);
   }
   std::weak_ptr<HostCore> weak = weak_from_this();
-  MailHandler handler = [weak, id, to = subscriber, proc](const Letter& letter) -> absl::Status {
+  MemProvider::AsyncMailHandler handler = [weak, id, to = subscriber, proc](
+                                              const Letter& letter, MemProvider::SettleFn settle) {
     std::shared_ptr<HostCore> self = weak.lock();
-    if (!self) return RetriableError("the mailbox host is stopping");
-    return self->push(id, to, proc, letter);
+    if (!self) return std::move(settle)(RetriableError("the mailbox host is stopping"));
+    self->push(id, to, proc, letter, std::move(settle));
   };
-  absl::StatusOr<Subscription> sub =
-      provider_->subscribe(mem_address, std::move(handler), SubscribeOptions{std::move(label)});
+  absl::StatusOr<Subscription> sub = provider_->subscribe_async(
+      mem_address, std::move(handler), SubscribeOptions{std::move(label)}, kPushWindow);
   if (!sub.ok()) return sub.status();
   auto entry = std::make_shared<HostSubscription>(HostSubscription{*std::move(sub), proc});
   absl::MutexLock lock(&mu_);
@@ -60,24 +64,43 @@ bool HostCore::unsubscribe(const std::string& id) {
   return true;
 }
 
-absl::Status HostCore::push(const std::string& id, const runtime::PortRef<MailPush>& to,
-                            const std::string& proc, const Letter& letter) {
+void HostCore::push(const std::string& id, const runtime::PortRef<MailPush>& to,
+                    const std::string& proc, const Letter& letter, MemProvider::SettleFn settle) {
   absl::StatusOr<WireLetter> wire_letter = WireLetter::of(letter);
-  if (!wire_letter.ok()) return MarkRetriable(wire_letter.status(), false);
+  if (!wire_letter.ok()) return std::move(settle)(MarkRetriable(wire_letter.status(), false));
   MailPush push{id, next_delivery_id.fetch_add(1), *std::move(wire_letter), {}};
-  absl::StatusOr<MailSettle> settled = runtime::request(
-      *pusher_, to, std::move(push), push_timeout(provider_->options().delivery_settle_timeout));
-  if (settled.ok()) return settled->result.to_status();
-  if (settled.status().code() == absl::StatusCode::kUnavailable) {
-    // The push came back undeliverable: the subscriber's proc (or its port) is gone. Unhandled
-    // (M-ACK-4), so the message goes back by M-RETRY-1; the subscription and the proc's leases
-    // go with it. Unsubscribing from inside this callback does not wait for it.
-    unsubscribe(id);
-    release_leases_of(proc);
-    return RetriableError(absl::StrCat("subscriber of ", id, " on proc ", proc,
-                                       " is gone: ", settled.status().message()));
+  pushes_->push(
+      *pusher_, to, std::move(push), push_timeout(provider_->options().delivery_settle_timeout),
+      [weak = weak_from_this(), id, proc,
+       settle = std::move(settle)](absl::StatusOr<MailSettle> settled) mutable {
+        if (settled.ok()) return std::move(settle)(settled->result.to_status());
+        if (settled.status().code() != absl::StatusCode::kUnavailable) {
+          // No answer in time: give the message back.
+          return std::move(settle)(MarkRetriable(settled.status(), true));
+        }
+        // The push came back undeliverable: the subscriber's proc (or its port) is gone.
+        // Unhandled (M-ACK-4), so the message goes back by M-RETRY-1; the subscription and the
+        // proc's leases go with it — off this thread, which answers the other pushes in flight
+        // that the unsubscribe waits for.
+        std::move(settle)(RetriableError(absl::StrCat("subscriber of ", id, " on proc ", proc,
+                                                      " is gone: ", settled.status().message())));
+        if (std::shared_ptr<HostCore> self = weak.lock()) self->drop_subscription(id, proc);
+      });
+}
+
+void HostCore::drop_subscription(const std::string& id, const std::string& proc) {
+  std::shared_ptr<HostSubscription> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = subs_.find(id);
+    if (it == subs_.end()) return;  // another push of it came back first
+    entry = std::move(it->second);
+    subs_.erase(it);
   }
-  return MarkRetriable(settled.status(), true);  // no answer in time: give the message back
+  run_blocking([weak = weak_from_this(), entry, proc] {
+    entry->mem.unsubscribe();
+    if (std::shared_ptr<HostCore> core = weak.lock()) core->release_leases_of(proc);
+  });
 }
 
 void HostCore::record_lease(const CopyKey& key, std::string proc) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "pending_requests.h"
 #include "postal/mail/mem_provider.h"
 #include "postal/mail/post_messages.h"
 #include "postal/runtime/client.h"
@@ -49,7 +50,8 @@ class HostCore : public std::enable_shared_from_this<HostCore> {
   HostCore(std::unique_ptr<MemProvider> provider, std::unique_ptr<runtime::Client> pusher)
       : provider_(std::move(provider)),
         pusher_(std::move(pusher)),
-        late_replies_(std::make_shared<LateReplies>(pusher_.get())) {}
+        late_replies_(std::make_shared<LateReplies>(pusher_.get())),
+        pushes_(std::make_shared<PendingRequests>()) {}
   ~HostCore() { shutdown(); }
 
   MemProvider& provider() { return *provider_; }
@@ -62,6 +64,10 @@ class HostCore : public std::enable_shared_from_this<HostCore> {
   // Removes the subscription and unsubscribes it (waits for a running callback unless called
   // from it). False when the id is unknown.
   bool unsubscribe(const std::string& id);
+
+  // The subscriber's proc is gone: removes the subscription now and, on a helper thread,
+  // unsubscribes it (which waits for its pushes in flight) and releases the proc's leases.
+  void drop_subscription(const std::string& id, const std::string& proc);
 
   // Leases taken out by manual fetches, by the proc that fetched them.
   void record_lease(const CopyKey& key, std::string proc);
@@ -78,13 +84,16 @@ class HostCore : public std::enable_shared_from_this<HostCore> {
     Subscription mem;
     std::string proc;
   };
-  // The push callback of one subscription (runs on the mem provider's executor).
-  absl::Status push(const std::string& id, const runtime::PortRef<MailPush>& to,
-                    const std::string& proc, const Letter& letter);
+  // The push callback of one subscription (started on the mem provider's executor): sends the
+  // push and returns; `settle` runs when the subscriber answers, the push comes back, or its
+  // timeout passes. Up to kPushWindow pushes of a subscription are in flight at once.
+  void push(const std::string& id, const runtime::PortRef<MailPush>& to, const std::string& proc,
+            const Letter& letter, MemProvider::SettleFn settle);
 
   std::unique_ptr<MemProvider> provider_;
   std::unique_ptr<runtime::Client> pusher_;
   std::shared_ptr<LateReplies> late_replies_;
+  std::shared_ptr<PendingRequests> pushes_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<HostSubscription>> subs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<CopyKey, std::string>> leases_ ABSL_GUARDED_BY(mu_);

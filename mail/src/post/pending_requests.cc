@@ -4,9 +4,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "postal/mail/mailbox_host.h"
-#include "postal/runtime/port.h"
-#include "postal/runtime/port_sink.h"
 #include "postal/runtime/proc.h"
 
 namespace postal::mail::post_internal {
@@ -16,13 +13,7 @@ class PendingRequests::Completion final : public runtime::PortSink {
  public:
   Completion(std::weak_ptr<PendingRequests> set, uint64_t id) : set_(std::move(set)), id_(id) {}
   void deliver(runtime::EnvelopePtr env) override {
-    MailReply* reply = env->data().get<MailReply>();
-    if (auto set = set_.lock()) {
-      set->complete(id_,
-                    reply != nullptr ? absl::StatusOr<MailReply>(std::move(*reply))
-                                     : absl::InternalError("the host's reply is not a MailReply"),
-                    /*close_port=*/false);
-    }
+    if (auto set = set_.lock()) set->complete(id_, std::move(env), /*close_port=*/false);
   }
   void fail(const runtime::DeliveryFailure& failure) override {
     if (auto set = set_.lock()) {
@@ -44,32 +35,26 @@ PendingRequests::~PendingRequests() {
   for (auto& [id, e] : left) {
     e.proc->timers().cancel(e.timer);
     e.mailbox->close_port(e.port);
-    std::move(e.done)(absl::CancelledError(
-        absl::StrCat("post: ", e.what, " had not answered when the provider was destroyed")));
+    std::move(e.done)(absl::CancelledError("no answer when the provider was destroyed"));
   }
 }
 
-PendingRequests::Opened PendingRequests::open(const Link& link, std::string_view verb,
-                                              absl::Duration timeout, bool wait,
-                                              ReplyDone done) {
-  std::shared_ptr<runtime::Mailbox> mailbox = link.cx->mailbox();
-  runtime::Proc& proc = link.cx->proc();
+PendingRequests::Opened PendingRequests::open(runtime::SendContext& cx, uint64_t reply_type,
+                                              runtime::DecodeFn decoder, absl::Duration timeout,
+                                              bool wait, RawDone done) {
+  std::shared_ptr<runtime::Mailbox> mailbox = cx.mailbox();
+  runtime::Proc& proc = cx.proc();
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
     id = next_id_++;
   }
   auto sink = std::make_shared<Completion>(weak_from_this(), id);
-  const uint64_t port = mailbox->open_port(wire::type_hash<MailReply>(),
-                                           &runtime::decode_as<MailReply>, sink, /*once=*/true);
-  Opened opened{
-      runtime::OncePortRef<MailReply>(mailbox->port_addr(runtime::Port::ephemeral(port)), mailbox),
-      port};
+  const uint64_t port = mailbox->open_port(reply_type, decoder, sink, /*once=*/true);
+  Opened opened{mailbox->port_addr(runtime::Port::ephemeral(port)), mailbox, port};
   {
     absl::MutexLock lock(&mu_);
-    pending_.emplace(id, Entry{std::move(done), sink, mailbox, port, 0, &proc,
-                               absl::StrCat("the mailbox host ", link.host.to_string()),
-                               std::string(verb), wait});
+    pending_.emplace(id, Entry{std::move(done), sink, mailbox, port, 0, &proc, wait});
   }
   const uint64_t timer = proc.timers().schedule(
       proc.timers().now() + timeout, [weak = weak_from_this(), id, timeout] {
@@ -89,6 +74,25 @@ PendingRequests::Opened PendingRequests::open(const Link& link, std::string_view
   }
   if (answered) proc.timers().cancel(timer);  // completed before its timer was known
   return opened;
+}
+
+void PendingRequests::push(runtime::SendContext& cx, const runtime::PortRef<MailPush>& to,
+                           MailPush push, absl::Duration timeout,
+                           absl::AnyInvocable<void(absl::StatusOr<MailSettle>) &&> done) {
+  const Opened o = open(cx, wire::type_hash<MailSettle>(), &runtime::decode_as<MailSettle>,
+                        timeout, /*wait=*/false,
+                        [done = std::move(done)](absl::StatusOr<runtime::EnvelopePtr> env) mutable {
+                          if (!env.ok()) return std::move(done)(env.status());
+                          MailSettle* settle = (*env)->data().get<MailSettle>();
+                          if (settle == nullptr) {
+                            return std::move(done)(absl::InternalError("not a MailSettle"));
+                          }
+                          std::move(done)(std::move(*settle));
+                        });
+  push.reply_to = runtime::OncePortRef<MailSettle>(o.addr, o.mailbox);
+  wire::Headers headers;
+  headers.set(runtime::kReplyPortHeader, o.port);
+  to.send(cx, std::move(push), std::move(headers));
 }
 
 void PendingRequests::cancel_waits(const absl::Status& why) {
@@ -116,7 +120,8 @@ size_t PendingRequests::size() const {
   return pending_.size();
 }
 
-void PendingRequests::complete(uint64_t id, absl::StatusOr<MailReply> reply, bool close_port) {
+void PendingRequests::complete(uint64_t id, absl::StatusOr<runtime::EnvelopePtr> reply,
+                               bool close_port) {
   Entry e;
   {
     absl::MutexLock lock(&mu_);
@@ -127,12 +132,6 @@ void PendingRequests::complete(uint64_t id, absl::StatusOr<MailReply> reply, boo
   }
   if (e.timer != 0) e.proc->timers().cancel(e.timer);
   if (close_port) e.mailbox->close_port(e.port);
-  if (!reply.ok()) {
-    return std::move(e.done)(absl::UnavailableError(
-        absl::StrCat("post: ", e.what, " did not answer ", e.verb, " (", reply.status().message(),
-                     "); check that its proc is up and runs a postal.MailboxHost")));
-  }
-  if (reply->status.code != 0) return std::move(e.done)(reply->status.to_status());
   std::move(e.done)(std::move(reply));
 }
 

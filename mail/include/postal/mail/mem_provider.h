@@ -54,6 +54,7 @@ namespace postal::mail {
 
 namespace mem_internal {
 class CoreState;
+struct SubscriberState;
 }
 
 struct DeadLetterOptions {
@@ -96,6 +97,19 @@ class MemProvider final : public MailProvider {
   absl::StatusOr<PostReceipt> post(const MailAddress& to, Letter letter) override;
   absl::StatusOr<Subscription> subscribe(const MailAddress& address, MailHandler handler,
                                          const SubscribeOptions& options) override;
+  // A push consumer that settles later — a MailboxHost forwarding pushes to another proc keeps a
+  // window of them in flight instead of one round trip each. `handler` starts a delivery and
+  // returns; `settle` runs exactly once, from any thread, with what a MailHandler would return
+  // (M-ACK-4). Up to `max_in_flight` deliveries of the subscription are unsettled at once; the
+  // rest wait their turn in order. The settle watchdog (M-RETRY-4) covers each; unsubscribing
+  // waits until every started delivery has settled (or its watchdog fired). On a retained
+  // mailbox deliveries run one at a time, each waiting for its settlement.
+  using SettleFn = absl::AnyInvocable<void(absl::Status) &&>;
+  using AsyncMailHandler = absl::AnyInvocable<void(const Letter&, SettleFn)>;
+  absl::StatusOr<Subscription> subscribe_async(const MailAddress& address,
+                                               AsyncMailHandler handler,
+                                               const SubscribeOptions& options,
+                                               size_t max_in_flight);
   absl::StatusOr<std::optional<Delivery>> fetch(const MailAddress& address,
                                                 const FetchOptions& options) override;
   absl::StatusOr<MailboxStatus> status(const MailAddress& address) override;
@@ -153,6 +167,8 @@ class MemProvider final : public MailProvider {
                                             Letter letter);
   void post_retained_async(const std::string& name, const MailAddress& to, Letter letter,
                            PostDone done, RetainedMailboxes::PublishAsync how);
+  absl::StatusOr<Subscription> add_subscriber(const MailAddress& address,
+                                              std::shared_ptr<mem_internal::SubscriberState> sub);
   absl::StatusOr<Subscription> subscribe_retained(const std::string& name,
                                                   const MailAddress& address, MailHandler handler);
 
