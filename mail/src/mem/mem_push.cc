@@ -230,6 +230,28 @@ void invoke_attempt(BusState& bus, const std::shared_ptr<Chain>& chain, uint64_t
   on_result_locked(bus, chain, result);
 }
 
+// Starts held attempts of an async subscription while its window has room and no other thread
+// is starting one; on the thread that made room (or started the one before).
+void drain_held(const std::shared_ptr<SubscriberState>& sub) {
+  std::shared_ptr<BusState> bus = sub->bus.lock();
+  if (!bus) return;
+  while (true) {
+    std::shared_ptr<Chain> chain;
+    uint64_t token = 0;
+    std::optional<Letter> letter;
+    {
+      BusLock lock(*bus);
+      if (sub->running || sub->in_flight >= sub->max_in_flight || sub->held.empty()) return;
+      auto [w, t] = std::move(sub->held.front());
+      sub->held.pop_front();
+      chain = w.lock();
+      token = t;
+      if (chain) letter = begin_attempt_locked(*chain, token);
+    }
+    if (letter.has_value()) invoke_attempt(*bus, chain, token, *letter);
+  }
+}
+
 // One attempt, on the subscriber's strand. An async subscription's attempt past its window (or
 // behind held ones) is held, in order, until a settlement makes room.
 void run_attempt(const std::weak_ptr<Chain>& weak, uint64_t token) {
@@ -242,39 +264,17 @@ void run_attempt(const std::weak_ptr<Chain>& weak, uint64_t token) {
   {
     BusLock lock(*bus);
     if (chain->token != token || chain->phase != Phase::kQueued) return;  // cancelled
-    if (sub->async && (sub->in_flight >= sub->max_in_flight || !sub->held.empty())) {
+    if (sub->async &&
+        (sub->running || sub->in_flight >= sub->max_in_flight || !sub->held.empty())) {
+      // Another thread is starting one (it drains the held ones after), or the window is full.
       sub->held.emplace_back(chain, token);
       return;
     }
     letter = begin_attempt_locked(*chain, token);
   }
-  if (letter.has_value()) invoke_attempt(*bus, chain, token, *letter);
-}
-
-// Starts held attempts while the window has room, on the subscriber's strand.
-void drain_held(const std::weak_ptr<SubscriberState>& weak) {
-  std::shared_ptr<SubscriberState> sub = weak.lock();
-  if (!sub) return;
-  std::shared_ptr<BusState> bus = sub->bus.lock();
-  if (!bus) return;
-  while (true) {
-    std::shared_ptr<Chain> chain;
-    uint64_t token = 0;
-    std::optional<Letter> letter;
-    {
-      BusLock lock(*bus);
-      if (sub->in_flight >= sub->max_in_flight || sub->held.empty()) {
-        sub->drain_posted = false;
-        return;
-      }
-      auto [w, t] = std::move(sub->held.front());
-      sub->held.pop_front();
-      chain = w.lock();
-      token = t;
-      if (chain) letter = begin_attempt_locked(*chain, token);
-    }
-    if (letter.has_value()) invoke_attempt(*bus, chain, token, *letter);
-  }
+  if (!letter.has_value()) return;
+  invoke_attempt(*bus, chain, token, *letter);
+  if (sub->async) drain_held(sub);
 }
 
 }  // namespace
@@ -285,7 +285,13 @@ void start_attempt_locked(BusState& bus, const std::shared_ptr<Chain>& chain) {
   chain->phase = Phase::kQueued;
   std::shared_ptr<CoreState> core = sub.core.lock();
   bool posted = false;
-  if (sub.active && core && core->running && core->executor) {
+  if (sub.async && sub.active && core && core->running) {
+    // An async attempt only starts a delivery: the thread that releases the lock starts it,
+    // with no hand-off to a delivery thread (run_attempt serializes the starts).
+    bus.completions.push_back(
+        [weak = std::weak_ptr<Chain>(chain), token = chain->token] { run_attempt(weak, token); });
+    posted = true;
+  } else if (sub.active && core && core->running && core->executor) {
     posted = core->executor->post(sub.strand, [weak = std::weak_ptr<Chain>(chain),
                                                token = chain->token] { run_attempt(weak, token); });
   }
@@ -306,12 +312,10 @@ void start_attempt_locked(BusState& bus, const std::shared_ptr<Chain>& chain) {
   }
 }
 
-void release_held_locked(BusState&, const std::shared_ptr<SubscriberState>& sub) {
-  if (sub->held.empty() || sub->drain_posted || sub->in_flight >= sub->max_in_flight) return;
-  std::shared_ptr<CoreState> core = sub->core.lock();
-  if (!core || !core->executor) return;
-  sub->drain_posted = core->executor->post(
-      sub->strand, [weak = std::weak_ptr<SubscriberState>(sub)] { drain_held(weak); });
+void release_held_locked(BusState& bus, const std::shared_ptr<SubscriberState>& sub) {
+  if (sub->held.empty() || sub->running || sub->in_flight >= sub->max_in_flight) return;
+  // Started by the thread that releases the lock, once it has.
+  bus.completions.push_back([sub] { drain_held(sub); });
 }
 
 void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& sub) {

@@ -89,7 +89,6 @@ struct SubscriberState {
   absl::flat_hash_set<std::shared_ptr<Chain>> chains;  // deliveries not settled yet
   size_t in_flight = 0;                                // async attempts started, not settled
   std::deque<std::pair<std::weak_ptr<Chain>, uint64_t>> held;  // async attempts past the window
-  bool drain_posted = false;  // a task to start held attempts is on the strand
 };
 
 struct Topic {
@@ -235,7 +234,8 @@ uint64_t round_of(const Letter& letter);
 
 // ---- mem_push.cc: push deliveries, retries, the watchdog (M-RETRY-1…4) ----
 void start_attempt_locked(BusState& bus, const std::shared_ptr<Chain>& chain);
-// Starts held attempts of an async subscription (on its strand) when its window has room.
+// Starts held attempts of an async subscription, once the lock is released, when its window has
+// room and no thread is starting one.
 void release_held_locked(BusState& bus, const std::shared_ptr<SubscriberState>& sub);
 // Unsubscribes: cancels queued and backoff deliveries, then waits for a running callback
 // (unless it is the caller's). Takes `mu` itself.
