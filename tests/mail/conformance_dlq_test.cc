@@ -42,6 +42,8 @@ TEST_P(MailConformance, M_DLQ_1_OneGiveUpLeavesExactlyOneRecordWithItsHeaders) {
   EXPECT_TRUE(l.headers.get(kDeadLetterError).has_value());
   EXPECT_FALSE(l.headers.contains(kDeadLetterTerminal.name));
   EXPECT_NE(l.headers.get(kSendId), d->letter().headers.get(kSendId));  // a new copy
+  EXPECT_EQ(l.headers.get(kDeadLetterSendId), d->letter().headers.get(kSendId))
+      << "the record names the copy it was given up from";
   EXPECT_FALSE(fetch(dlq->canonical()).has_value());
 }
 

@@ -41,6 +41,7 @@ void give_up_locked(BusState& bus, const std::shared_ptr<const Config>& config, 
   uint64_t round = round_of(letter);
   // M-DLQ-1: one give-up, one record: a new copy with its own send id, the original `to`.
   Letter record = std::move(letter);
+  const std::string original_send_id = record.headers.get(kSendId).value_or("");
   strip_system_headers(record.headers);
   record.headers.set(kSendId, mint_send_id());
   record.headers.set(kSentAt, format_iso8601(now));
@@ -50,6 +51,8 @@ void give_up_locked(BusState& bus, const std::shared_ptr<const Config>& config, 
   record.headers.set(kDeadLetterError, std::string(error));
   record.headers.set(kDeadLetterTopic, from.address.canonical());
   record.headers.set(kDeadLetterDepth, depth);
+  record.headers.set(kDeadLetterSendId, original_send_id);
+  ++from.dead_lettered;
   // create() checked that the suffix is valid, so the target fails only when the suffix takes
   // the address past MailAddress::kMaxLength.
   absl::StatusOr<MailAddress> target = from.address.with_path_suffix(options.suffix);

@@ -46,6 +46,11 @@ void cancel_timers_locked(BusState& bus, Chain& chain) {
   chain.backoff = 0;
 }
 
+// A delivery leaves its retry backoff (its next attempt starts, or it is cancelled).
+void leave_backoff_locked(BusState& bus, const Chain& chain) {
+  if (Topic* topic = bus.find_locked(chain.barrier->topic)) --topic->retry_waiting;
+}
+
 DeadLetterReason reason_of(Outcome outcome) {
   return outcome == Outcome::kFatal ? DeadLetterReason::kFatal : DeadLetterReason::kRetriable;
 }
@@ -68,6 +73,7 @@ void resolve_locked(BusState& bus, Barrier& barrier) {
     if (first_retriable == nullptr && r.outcome != Outcome::kFatal) first_retriable = &r;
     attempts = std::max(attempts, r.attempts);
   }
+  if (handled) ++topic->settled;
   if (first_failed == nullptr) return;  // everyone handled it
   if (handled) {
     // Requeueing would hand a handled letter's side effects to a fetch consumer again: the
@@ -86,6 +92,7 @@ void resolve_locked(BusState& bus, Barrier& barrier) {
 void finish_locked(BusState& bus, std::shared_ptr<Chain> chain, Outcome outcome,
                    std::string error) {
   if (chain->phase == Phase::kDone) return;
+  if (chain->phase == Phase::kBackoff) leave_backoff_locked(bus, *chain);
   chain->phase = Phase::kDone;
   chain->token = bus.next_token++;  // whatever still holds the old token is stale now
   cancel_timers_locked(bus, *chain);
@@ -105,6 +112,7 @@ void on_backoff(const std::weak_ptr<BusState>& weak_bus, const std::weak_ptr<Cha
   BusLock lock(*bus);
   if (chain->token != token || chain->phase != Phase::kBackoff) return;
   chain->backoff = 0;
+  leave_backoff_locked(*bus, *chain);
   start_attempt_locked(*bus, chain);
 }
 
@@ -155,6 +163,7 @@ void on_result_locked(BusState& bus, const std::shared_ptr<Chain>& chain,
   if (retry.has_value() && chain->attempt < retry->max_attempts && sub.active && core &&
       core->running) {
     chain->phase = Phase::kBackoff;
+    if (Topic* topic = bus.find_locked(chain->barrier->topic)) ++topic->retry_waiting;
     chain->token = bus.next_token++;
     chain->last_error = std::move(error);
     absl::Duration delay = next_retry_delay(*retry, chain->attempt);

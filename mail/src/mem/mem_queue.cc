@@ -49,6 +49,7 @@ PostReceipt post_locked(BusState& bus, const std::shared_ptr<const Config>& post
   receipt.message_id = letter.id;
   receipt.send_id = letter.headers.get(kSendId).value_or("");
   topic.last_activity = bus.clock->now();
+  ++topic.accepted;
   // M-KIND-1: with no subscriber the letter is queued for fetch; otherwise it is pushed to every
   // subscriber and not queued. The two paths are exclusive.
   if (topic.subscribers.empty()) {
@@ -90,7 +91,10 @@ Delivery take_head_locked(BusState& bus, const std::shared_ptr<CoreState>& core,
   absl::Time now = bus.clock->now();
   topic.last_activity = now;
   CopyKey key{topic.address.canonical(), letter.headers.get(kSendId).value_or(""), 0};
-  if (options.ack != AckMode::kManual) return Delivery::settled(std::move(letter), std::move(key));
+  if (options.ack != AckMode::kManual) {
+    ++topic.settled;  // an auto fetch is handled at hand-out
+    return Delivery::settled(std::move(letter), std::move(key));
+  }
   const bool expiring = options.ack_timeout > absl::ZeroDuration() &&
                         options.ack_timeout != absl::InfiniteDuration();
   std::optional<absl::Time> expires;
@@ -152,6 +156,7 @@ bool settle_locked(BusState& bus, const std::shared_ptr<const Config>& config, c
   topic->last_activity = bus.clock->now();
   switch (disposition) {
     case Disposition::kHandled:
+      ++topic->settled;
       break;
     case Disposition::kDiscard:
       // Disposed first, archived after: the copy is never in the queue and the DLQ at once.
@@ -257,6 +262,11 @@ MailboxStatus status_locked(const BusState& bus, const Topic& topic, bool runnin
   s.extensions["mem.delayedCount"] = count(topic.delayed.size() - due);
   s.extensions["mem.waitingFetchCount"] = count(topic.waiters.size());
   s.extensions["mem.terminatedCount"] = count(topic.terminated);
+  s.extensions["mem.retryWaitingCount"] = count(topic.retry_waiting);
+  // Totals (M-STAT-3): what came in, and the three ways a copy leaves for good.
+  s.extensions["mem.acceptedCount"] = count(topic.accepted);
+  s.extensions["mem.settledCount"] = count(topic.settled);
+  s.extensions["mem.deadLetteredCount"] = count(topic.dead_lettered);
   return s;
 }
 

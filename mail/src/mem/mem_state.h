@@ -100,6 +100,13 @@ struct Topic {
   std::multimap<absl::Time, Letter> delayed;  // nacked with a delay, by when fetches may see them
   std::deque<FetchWaiter> waiters;            // only while the queue is empty
   uint64_t terminated = 0;                    // settled kTerminate
+  // Totals since the mailbox was first used (M-STAT-3): every post accepted; every copy settled
+  // handled (a fetch's ack, an auto fetch, a broadcast someone handled); every give-up recorded
+  // as a dead letter or parked.
+  uint64_t accepted = 0;
+  uint64_t settled = 0;
+  uint64_t dead_lettered = 0;
+  uint64_t retry_waiting = 0;  // push deliveries waiting in a retry backoff
   std::vector<std::shared_ptr<SubscriberState>> subscribers;
   std::optional<absl::Time> last_activity;
   uint64_t pending_deliveries = 0;  // chains not settled

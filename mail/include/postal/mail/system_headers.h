@@ -17,6 +17,7 @@
 //   mbx-dead-letter-error       string   the last error, one line
 //   mbx-dead-letter-topic       string   the canonical address it was given up from
 //   mbx-dead-letter-depth       uint64   depth in the dead-letter chain (1 = first level)
+//   mbx-dead-letter-send-id     string   the mbx-send-id of the copy that was given up
 //   mbx-dead-letter-terminal    bool     true on a parked record (M-DLQ-2)
 //   mbx-seq                     uint64   a retained message's id in its store: `erase` takes it
 //                                        (M-RECV-5)
@@ -42,6 +43,7 @@ inline constexpr wire::HeaderKey<uint64_t> kDeadLetterRound{"mbx-dead-letter-rou
 inline constexpr wire::HeaderKey<std::string> kDeadLetterError{"mbx-dead-letter-error"};
 inline constexpr wire::HeaderKey<std::string> kDeadLetterTopic{"mbx-dead-letter-topic"};
 inline constexpr wire::HeaderKey<uint64_t> kDeadLetterDepth{"mbx-dead-letter-depth"};
+inline constexpr wire::HeaderKey<std::string> kDeadLetterSendId{"mbx-dead-letter-send-id"};
 inline constexpr wire::HeaderKey<bool> kDeadLetterTerminal{"mbx-dead-letter-terminal"};
 inline constexpr wire::HeaderKey<uint64_t> kRetainedSeq{"mbx-seq"};
 // Set by the sender: a retained letter's priority, "critical" | "urgent" | "normal" (the
