@@ -30,6 +30,7 @@ struct MailCommand {
   uint64_t max_messages = 0, max_message_bytes = 0;  // create: bounds (0: none)
   bool durable_all = false;                          // create
   uint64_t count = 0;  // subscribe: exit after this many letters (0: run until killed)
+  std::string deliver = "all";  // subscribe: all | new | last (M-KIND-3)
 };
 int mail_command(const MailCommand& command);
 

@@ -100,18 +100,26 @@ int run_retained_verb(mail::PostOffice& office, const MailCommand& c) {
     return 0;
   }
   if (c.verb != "subscribe") return -1;
-  // tail -f: the stored letters (replay), then each new one, until killed or --count.
+  // tail -f: the stored letters (replay, as --deliver says), then each new one, until killed or
+  // --count.
+  std::optional<mail::DeliverPolicy> deliver = mail::parse_deliver_policy(c.deliver);
+  if (!deliver.has_value()) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--deliver '", c.deliver, "' is unknown; write all, new or last")));
+  }
   absl::Mutex mu;
   uint64_t seen = 0;
-  absl::StatusOr<mail::Subscription> sub =
-      office.subscribe(c.address, [&](const mail::Letter& l) -> absl::Status {
+  absl::StatusOr<mail::Subscription> sub = office.subscribe(
+      c.address,
+      [&](const mail::Letter& l) -> absl::Status {
         absl::MutexLock lock(&mu);
         if (seen > 0) std::printf("----\n");
         print_letter(l);
         std::fflush(stdout);
         ++seen;
         return absl::OkStatus();
-      });
+      },
+      {.deliver = *deliver});
   if (!sub.ok()) return fail(sub.status());
   absl::MutexLock lock(&mu);
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return c.count > 0 && seen >= c.count; };

@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
   mail_app->add_option("--max-message-bytes", mail.max_message_bytes, "create: bound");
   mail_app->add_flag("--durable-all", mail.durable_all, "create: normal messages on disk too");
   mail_app->add_option("--count", mail.count, "subscribe: exit after this many letters");
+  mail_app->add_option("--deliver", mail.deliver, "subscribe: all (default) | new | last")
+      ->check(CLI::IsMember({"all", "new", "last"}));
   mail_app->add_option("--ack", mail.ack, "fetch: handled (default) | discard | unhandled");
   mail_app->add_option("--topology", mail.topology, "the topology (default: every running one)");
   postal::tools::InboxCommand inbox;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "postal/mail/capability.h"
+#include "postal/mail/deliver_policy.h"
 #include "postal/mail/disposition.h"
 #include "postal/mail/mail_provider.h"
 #include "postal/mail/mail_status.h"
@@ -31,6 +32,25 @@ std::optional<Disposition> parse_disposition(std::string_view name) {
   for (Disposition d : {Disposition::kHandled, Disposition::kDiscard, Disposition::kUnhandled,
                         Disposition::kTerminate}) {
     if (to_string(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(DeliverPolicy policy) {
+  switch (policy) {
+    case DeliverPolicy::kAll:
+      return "all";
+    case DeliverPolicy::kNew:
+      return "new";
+    case DeliverPolicy::kLast:
+      return "last";
+  }
+  return "all";
+}
+
+std::optional<DeliverPolicy> parse_deliver_policy(std::string_view name) {
+  for (DeliverPolicy p : {DeliverPolicy::kAll, DeliverPolicy::kNew, DeliverPolicy::kLast}) {
+    if (to_string(p) == name) return p;
   }
   return std::nullopt;
 }

@@ -65,6 +65,12 @@ TEST_F(MailCli, M_KIND_2_CreatePostListSubscribeAndDeleteARetainedMailbox) {
   ASSERT_NE(normal, std::string::npos) << tail.output;
   EXPECT_LT(urgent, normal) << tail.output;
   EXPECT_NE(tail.output.find("mbx-seq"), std::string::npos) << tail.output;
+  // --deliver last: only the one stored last ("second"), M-KIND-3.
+  Outcome last = mail({"subscribe", box, "--deliver", "last", "--count", "1"});
+  ASSERT_EQ(last.exit_status, 0) << last.output;
+  EXPECT_NE(last.output.find("second"), std::string::npos) << last.output;
+  EXPECT_EQ(last.output.find("first"), std::string::npos) << last.output;
+  EXPECT_NE(mail({"subscribe", box, "--deliver", "oldest"}).exit_status, 0);
 
   Outcome deleted = mail({"delete", box});
   EXPECT_EQ(deleted.exit_status, 0) << deleted.output;

@@ -98,6 +98,38 @@ TEST_P(MemRetainedTest, M_KIND_2_TheMemProviderServesRetainedMailboxesThroughThe
   EXPECT_EQ(second.texts(), (std::vector<std::string>{"u1", "n1", "live"}));
 }
 
+// M-KIND-3: kNew replays nothing; kLast replays only the most recently stored message (not the
+// highest priority one), then both continue live.
+TEST_P(MemRetainedTest, M_KIND_3_DeliverNewReplaysNothingAndLastOnlyTheNewestStored) {
+  ASSERT_TRUE(office_.create_mailbox(kBox, {.ttl = absl::Hours(1)}).ok());
+  post("critical", "c1");
+  post("urgent", "u1");
+  post("normal", "n1");
+  Received fresh;
+  absl::StatusOr<Subscription> only_new =
+      office_.subscribe(kBox, fresh.handler(), {.deliver = DeliverPolicy::kNew});
+  ASSERT_TRUE(only_new.ok()) << only_new.status();
+  post("normal", "live1");
+  ASSERT_TRUE(fresh.wait_for(1));
+  EXPECT_EQ(fresh.texts(), (std::vector<std::string>{"live1"}));
+
+  Received last;
+  absl::StatusOr<Subscription> newest =
+      office_.subscribe(kBox, last.handler(), {.deliver = DeliverPolicy::kLast});
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  ASSERT_TRUE(last.wait_for(1));
+  post("urgent", "live2");
+  ASSERT_TRUE(last.wait_for(2));
+  EXPECT_EQ(last.texts(), (std::vector<std::string>{"live1", "live2"}));
+  ASSERT_TRUE(fresh.wait_for(2));
+  EXPECT_EQ(fresh.texts(), (std::vector<std::string>{"live1", "live2"}));
+
+  Received all;
+  absl::StatusOr<Subscription> everything = office_.subscribe(kBox, all.handler());
+  ASSERT_TRUE(all.wait_for(5));
+  EXPECT_EQ(all.texts(), (std::vector<std::string>{"c1", "u1", "live2", "n1", "live1"}));
+}
+
 TEST_P(MemRetainedTest, M_BOX_4_ListPublicNamesRetainedMailboxesByAddress) {
   ASSERT_TRUE(office_.create_mailbox(kBox).ok());
   absl::StatusOr<std::vector<std::string>> listed = office_.list_public("mem");

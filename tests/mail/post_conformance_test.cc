@@ -335,6 +335,28 @@ TEST(PostProvider, M_KIND_2_RetainedMailboxesAcrossProcsThroughTheHost) {
     }
     EXPECT_EQ(*office.list_public("post"),
               std::vector<std::string>{"post://tasks@agents.test/queue"});
+    // M-KIND-3 across procs: the deliver policy crosses to the host; kLast replays only "c",
+    // the one stored last.
+    {
+      absl::Mutex last_mu;
+      std::vector<std::string> last_got;
+      absl::StatusOr<Subscription> last = office.subscribe(
+          kTasks,
+          [&](const Letter& l) {
+            absl::MutexLock lock(&last_mu);
+            last_got.push_back(l.body.text().value_or("?"));
+            return absl::OkStatus();
+          },
+          {.deliver = DeliverPolicy::kLast});
+      ASSERT_TRUE(last.ok()) << last.status();
+      Letter live = Letter::text("live");
+      live.headers.set(kPriority, std::string("urgent"));
+      ASSERT_TRUE(office.post(kTasks, std::move(live)).ok());
+      absl::MutexLock lock(&last_mu);
+      auto two = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(last_mu) { return last_got.size() >= 2; };
+      ASSERT_TRUE(last_mu.AwaitWithTimeout(absl::Condition(&two), absl::Seconds(30)));
+      EXPECT_EQ(last_got, (std::vector<std::string>{"c", "live"}));
+    }
     uint64_t seq = 0;
     {
       absl::MutexLock lock(&mu);

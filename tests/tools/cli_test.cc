@@ -156,6 +156,22 @@ TEST_F(Cli, AProcKilledDuringTheWorkloadIsSeenAtOnce) {
   ASSERT_NE(at, std::string::npos) << out;
   const long pid = std::stol(out.substr(at + 15));
   ASSERT_GT(pid, 0);
+  // Killed only once pings flow (beta has delivered some): killed before the first one, the
+  // drive ends at once on its own (dial failed) and there is no workload to die during.
+  const auto flowing_by = std::chrono::steady_clock::now() + seconds(30);
+  bool flowing = false;
+  while (!flowing && std::chrono::steady_clock::now() < flowing_by) {
+    nlohmann::json j = nlohmann::json::parse(run({"status", name, "--json"}).output, nullptr,
+                                             /*allow_exceptions=*/false);
+    if (j.is_discarded() || j["topologies"].empty()) continue;
+    for (const auto& p : j["topologies"][0]["procs"]) {
+      if (p["address"].get<std::string>().find("beta") != std::string::npos &&
+          p.contains("stats") && p["stats"]["delivered"].get<uint64_t>() > 10) {
+        flowing = true;
+      }
+    }
+  }
+  ASSERT_TRUE(flowing) << "the workload never got going: " << up.output();
   ::kill(static_cast<pid_t>(pid), SIGKILL);
   EXPECT_TRUE(up.wait_for_output("a proc died during the workload", seconds(10))) << up.output();
   EXPECT_TRUE(up.wait_for_output("on_proc_exit = teardown", seconds(1))) << up.output();

@@ -154,7 +154,7 @@ bool MemProvider::can(Capability op, const MailAddress*) const {
 absl::StatusOr<Subscription> MemProvider::subscribe(const MailAddress& address, MailHandler handler,
                                                     const SubscribeOptions& options) {
   if (std::optional<std::string> name = retained_name(address)) {
-    return subscribe_retained(*name, address, std::move(handler));
+    return subscribe_retained(*name, address, std::move(handler), options.deliver);
   }
   auto sub = std::make_shared<SubscriberState>();
   sub->label = options.label;
@@ -169,7 +169,7 @@ absl::StatusOr<Subscription> MemProvider::subscribe_async(const MailAddress& add
   if (std::optional<std::string> name = retained_name(address)) {
     // Retained deliveries run one at a time (replay, then live): each waits for its settlement.
     auto shared = std::make_shared<AsyncMailHandler>(std::move(handler));
-    return subscribe_retained(*name, address, [shared](const Letter& letter) {
+    MailHandler wait_for_settlement = [shared](const Letter& letter) {
       absl::Notification settled;
       absl::Status result;
       (*shared)(letter, [&](absl::Status s) {
@@ -178,7 +178,8 @@ absl::StatusOr<Subscription> MemProvider::subscribe_async(const MailAddress& add
       });
       settled.WaitForNotification();
       return result;
-    });
+    };
+    return subscribe_retained(*name, address, std::move(wait_for_settlement), options.deliver);
   }
   auto sub = std::make_shared<SubscriberState>();
   sub->label = options.label;

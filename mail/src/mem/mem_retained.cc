@@ -135,7 +135,8 @@ void MemProvider::post_async(const MailAddress& to, Letter letter, PostDone done
 
 absl::StatusOr<Subscription> MemProvider::subscribe_retained(const std::string& name,
                                                              const MailAddress& address,
-                                                             MailHandler handler) {
+                                                             MailHandler handler,
+                                                             DeliverPolicy deliver) {
   if (absl::Status s = check_running("subscribe", address); !s.ok()) return s;
   auto shared = std::make_shared<MailHandler>(std::move(handler));
   absl::StatusOr<RetainedSubscription> sub = options_.retained->subscribe(
@@ -152,7 +153,8 @@ absl::StatusOr<Subscription> MemProvider::subscribe_retained(const std::string& 
         letter.headers.set(kRetainedSeq, m.seq);
         // Retained: the store keeps the message whatever the handler says; erase settles it.
         (void)(*shared)(letter);
-      });
+      },
+      RetainedSubscribeOptions{.deliver = deliver});
   if (!sub.ok()) return sub.status();
   return Subscription(mint_send_id(), address.canonical(),
                       std::make_unique<RetainedControl>(*std::move(sub)));

@@ -26,7 +26,8 @@ absl::Duration push_timeout(absl::Duration settle_timeout) {
 
 }  // namespace
 
-absl::StatusOr<std::string> HostCore::subscribe(const MailAddress& mem_address, std::string label,
+absl::StatusOr<std::string> HostCore::subscribe(const MailAddress& mem_address,
+                                                SubscribeOptions options,
                                                 runtime::PortRef<MailPush> subscriber,
                                                 std::string proc) {
   std::string id;
@@ -43,7 +44,7 @@ absl::StatusOr<std::string> HostCore::subscribe(const MailAddress& mem_address, 
     self->push(id, to, proc, letter, std::move(settle));
   };
   absl::StatusOr<Subscription> sub = provider_->subscribe_async(
-      mem_address, std::move(handler), SubscribeOptions{std::move(label)}, kPushWindow);
+      mem_address, std::move(handler), options, kPushWindow);
   if (!sub.ok()) return sub.status();
   auto entry = std::make_shared<HostSubscription>(HostSubscription{*std::move(sub), proc});
   absl::MutexLock lock(&mu_);

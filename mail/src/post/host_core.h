@@ -59,7 +59,7 @@ class HostCore : public std::enable_shared_from_this<HostCore> {
   const std::shared_ptr<LateReplies>& late_replies() const { return late_replies_; }
 
   // Subscribes `subscriber` (on proc `proc`) to the mem address; returns the subscription id.
-  absl::StatusOr<std::string> subscribe(const MailAddress& mem_address, std::string label,
+  absl::StatusOr<std::string> subscribe(const MailAddress& mem_address, SubscribeOptions options,
                                         runtime::PortRef<MailPush> subscriber, std::string proc);
   // Removes the subscription and unsubscribes it (waits for a running callback unless called
   // from it). False when the id is unknown.

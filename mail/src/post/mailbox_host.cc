@@ -216,9 +216,15 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailStatusQuery m) {
 
 absl::Status MailboxHost::handle(actors::Context& cx, MailSubscribe m) {
   absl::StatusOr<MailAddress> at = mem_address(m.address);
+  if (at.ok() && m.deliver > static_cast<uint8_t>(DeliverPolicy::kLast)) {
+    at = absl::InvalidArgumentError(absl::StrCat(
+        "subscribe ", m.address, ": deliver policy ", m.deliver, " is unknown; use all, new or last"));
+  }
   absl::StatusOr<std::string> id =
-      at.ok() ? core_->subscribe(*at, m.label, m.subscriber,
-                                 m.subscriber.addr().id.actor.proc.to_string())
+      at.ok() ? core_->subscribe(*at,
+                                 SubscribeOptions{.label = m.label,
+                                                  .deliver = static_cast<DeliverPolicy>(m.deliver)},
+                                 m.subscriber, m.subscriber.addr().id.actor.proc.to_string())
               : absl::StatusOr<std::string>(at.status());
   MailReply r = id.ok() ? MailReply{} : failed(id.status());
   if (id.ok()) r.text = *id;

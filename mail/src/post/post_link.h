@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "postal/actors/actor_ref.h"
+#include "postal/mail/mail_provider.h"
 #include "postal/mail/mailbox_host.h"
 #include "postal/mail/post_messages.h"
 #include "postal/mail/subscription.h"
@@ -46,7 +47,7 @@ class PostSubscription {
   ~PostSubscription();
 
   // Opens the port; registers it at the host for `address` (a canonical post address).
-  absl::Status start(const std::string& address, const std::string& label);
+  absl::Status start(const std::string& address, const SubscribeOptions& options);
   const std::string& id() const { return id_; }
 
   // SubscriptionControl semantics (subscription.h): waits for a running callback unless called

@@ -170,7 +170,7 @@ absl::StatusOr<Subscription> PostProvider::subscribe(const MailAddress& address,
                                                      MailHandler handler,
                                                      const SubscribeOptions& options) {
   auto sub = std::make_shared<PostSubscription>(link_, std::move(handler));
-  if (absl::Status s = sub->start(address.canonical(), options.label); !s.ok()) return s;
+  if (absl::Status s = sub->start(address.canonical(), options); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
     // Forget subscriptions that ended and were joined.

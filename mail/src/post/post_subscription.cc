@@ -23,10 +23,12 @@ PostSubscription::~PostSubscription() {
   if (unsubscriber_.joinable()) unsubscriber_.detach();
 }
 
-absl::Status PostSubscription::start(const std::string& address, const std::string& label) {
+absl::Status PostSubscription::start(const std::string& address, const SubscribeOptions& options) {
   port_.emplace(runtime::open_port<MailPush>(*link_->cx));
-  absl::StatusOr<MailReply> r =
-      link_->call(MailSubscribe{address, label, port_->handle.bind(), {}}, "subscribe");
+  absl::StatusOr<MailReply> r = link_->call(
+      MailSubscribe{address, options.label, port_->handle.bind(), {},
+                    static_cast<uint8_t>(options.deliver)},
+      "subscribe");
   if (!r.ok()) {
     unsubscribed_ = true;
     port_.reset();

@@ -33,6 +33,7 @@ struct Sub {
 
   // Touched only by tasks on the strand.
   uint64_t replay_through = 0;            // 0: this subscription does not replay
+  DeliverPolicy deliver = DeliverPolicy::kAll;  // what the replay hands out (M-KIND-3)
   std::unordered_set<uint64_t> replayed;  // seqs ≤ replay_through the replay delivered
 
   absl::Mutex mu;

@@ -1,5 +1,6 @@
 // The strand side of RetainedMailboxes: replay, live delivery with de-duplication against the
 // replay, the byte re-check, ending and closing a subscription.
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,15 @@ void replay(Sub& sub, MailStore& store) {
   absl::StatusOr<std::vector<StoredMessage>> stored =
       store.read_all(sub.mailbox, sub.replay_through);
   if (!stored.ok()) return;  // removed meanwhile: its end task follows
+  if (sub.deliver == DeliverPolicy::kLast && stored->size() > 1) {
+    // The one most recently stored, whatever its priority.
+    auto newest = std::max_element(
+        stored->begin(), stored->end(),
+        [](const StoredMessage& a, const StoredMessage& b) { return a.seq < b.seq; });
+    StoredMessage keep = std::move(*newest);
+    stored->clear();
+    stored->push_back(std::move(keep));
+  }
   for (StoredMessage& m : *stored) {
     {
       absl::MutexLock lock(&sub.mu);
@@ -49,8 +59,12 @@ void replay(Sub& sub, MailStore& store) {
 }
 
 void deliver(Sub& sub, const RetainedMessage& message) {
-  // M-KIND-2: a live message the replay already delivered is not delivered twice.
-  if (message.seq <= sub.replay_through && sub.replayed.erase(message.seq) > 0) return;
+  // M-KIND-2: a live message the replay already delivered is not delivered twice. Under kNew
+  // and kLast, what was stored up to the snapshot is the replay's alone to hand out (M-KIND-3).
+  if (message.seq <= sub.replay_through &&
+      (sub.deliver != DeliverPolicy::kAll || sub.replayed.erase(message.seq) > 0)) {
+    return;
+  }
   if (!fits(sub, message.body)) return;
   sub.handler(message);
   sub.delivered.fetch_add(1);

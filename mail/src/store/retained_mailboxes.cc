@@ -306,8 +306,11 @@ absl::StatusOr<RetainedSubscription> RetainedMailboxes::subscribe(
     group.replay_through = core_->store->last_seq();
     group.replayer = sub;
     sub->replay_through = group.replay_through;
-    std::shared_ptr<MailStore> store = core_->store;
-    core_->post(sub, [store](Sub& s) { retained_internal::replay(s, *store); });
+    sub->deliver = options.deliver;
+    if (options.deliver != DeliverPolicy::kNew) {
+      std::shared_ptr<MailStore> store = core_->store;
+      core_->post(sub, [store](Sub& s) { retained_internal::replay(s, *store); });
+    }
   }
   group.members.push_back(sub);
   core_->arm_expiry_locked(*info);

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "postal/mail/capability.h"
+#include "postal/mail/deliver_policy.h"
 #include "postal/mail/delivery.h"
 #include "postal/mail/letter.h"
 #include "postal/mail/mail_address.h"
@@ -81,6 +82,8 @@ struct FetchOptions {
 
 struct SubscribeOptions {
   std::string label = {};  // shown in diagnostics
+  // A retained mailbox's replay (M-KIND-3): everything stored, nothing, or the newest message.
+  DeliverPolicy deliver = DeliverPolicy::kAll;
 };
 
 struct StopOptions {

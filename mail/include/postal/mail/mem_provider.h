@@ -170,7 +170,8 @@ class MemProvider final : public MailProvider {
   absl::StatusOr<Subscription> add_subscriber(const MailAddress& address,
                                               std::shared_ptr<mem_internal::SubscriberState> sub);
   absl::StatusOr<Subscription> subscribe_retained(const std::string& name,
-                                                  const MailAddress& address, MailHandler handler);
+                                                  const MailAddress& address, MailHandler handler,
+                                                  DeliverPolicy deliver);
 
   MemOptions options_;
   std::shared_ptr<mem_internal::CoreState> core_;

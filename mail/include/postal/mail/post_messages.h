@@ -233,9 +233,10 @@ struct MailSubscribe {
   std::string label;
   runtime::PortRef<MailPush> subscriber;
   runtime::OncePortRef<MailReply> reply_to;
+  uint8_t deliver = 0;  // DeliverPolicy: a retained mailbox's replay (M-KIND-3)
   template <class A>
   void serialize(A& a) {
-    a(address, label, subscriber, reply_to);
+    a(address, label, subscriber, reply_to, deliver);
   }
 };
 struct MailUnsubscribe {  // answered once no callback of the subscription runs any more

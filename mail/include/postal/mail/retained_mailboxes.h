@@ -36,13 +36,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "postal/mail/clock.h"
+#include "postal/mail/deliver_policy.h"
 #include "postal/mail/mail_store.h"
 
 namespace postal::mail {
@@ -57,6 +60,8 @@ struct RetainedMessage {
 
 struct RetainedSubscribeOptions {
   std::string queue_group{};  // empty: this subscription gets every message
+  // For the subscription that forms its group (members joining a group get live messages only).
+  DeliverPolicy deliver = DeliverPolicy::kAll;
   // Told once when the subscription ends because the mailbox expired or was removed.
   std::function<void(const absl::Status&)> on_end{};
 };
