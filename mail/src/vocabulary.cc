@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "postal/mail/capability.h"
 #include "postal/mail/deliver_policy.h"
@@ -127,13 +128,24 @@ absl::Status RetryPolicy::validate() const {
         "RetryPolicy delays are base_delay=", sv(absl::FormatDuration(base_delay)),
         ", max_delay=", sv(absl::FormatDuration(max_delay)), "; use 0 <= base_delay <= max_delay"));
   }
+  if (!(factor >= 1.0) || !std::isfinite(factor) || !(jitter >= 0.0 && jitter <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("RetryPolicy factor=", factor, ", jitter=",
+                                                   jitter, "; use factor >= 1 and 0 <= jitter <= 1"));
+  }
   return absl::OkStatus();
 }
 
 absl::Duration next_retry_delay(const RetryPolicy& policy, uint32_t failed_attempt) {
-  uint32_t exponent = failed_attempt == 0 ? 0 : std::min<uint32_t>(failed_attempt - 1, 62);
-  absl::Duration delay = policy.base_delay * static_cast<double>(uint64_t{1} << exponent);
-  return std::min(delay, policy.max_delay);
+  const double exponent = failed_attempt == 0 ? 0 : std::min<uint32_t>(failed_attempt - 1, 1024);
+  const double scale = std::pow(policy.factor, exponent);  // may be inf: the cap below holds
+  absl::Duration delay = std::isfinite(scale) && scale < 1e12 ? policy.base_delay * scale
+                                                              : policy.max_delay;
+  delay = std::min(delay, policy.max_delay);
+  if (policy.jitter > 0) {
+    thread_local absl::BitGen gen;
+    delay -= delay * (policy.jitter * absl::Uniform(gen, 0.0, 1.0));
+  }
+  return delay;
 }
 
 std::string_view to_string(Priority priority) {

@@ -375,3 +375,62 @@ TEST_P(MailConformance, M_RETRY_4_StopCancelsOnlyDeliveriesWaitingInABackoff) {
 
 }  // namespace
 }  // namespace postal::mail::testing
+
+namespace postal::mail::testing {
+namespace {
+
+// M-RETRY-5: a subscription's own retry policy replaces the provider's (here: none).
+TEST_P(MailConformance, M_RETRY_5_ASubscriptionsOwnRetryPolicyReplacesTheProviders) {
+  open();
+  Recorder flaky([](const Letter&, size_t call) {
+    return call < 2 ? RetriableError("not yet") : absl::OkStatus();
+  });
+  SubscribeOptions own;
+  own.retry = RetryPolicy{.max_attempts = 2, .base_delay = absl::Seconds(3), .factor = 1.0};
+  absl::StatusOr<Subscription> sub = office_->subscribe(addr("inbox"), flaky.handler(), own);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  post_text(addr("inbox"), "x");
+  ASSERT_TRUE(flaky.wait_for(1));
+  idle();
+  EXPECT_EQ(status(addr("inbox")).unread_count, 0u) << "retried, not requeued";
+  clock_->advance(absl::Seconds(3));
+  ASSERT_TRUE(flaky.wait_for(2));
+  idle();
+  EXPECT_EQ(flaky.seen()[1].headers.get(kMaxAttempts), 2u);
+  EXPECT_EQ(status(addr("inbox")).unread_count, 0u);
+}
+
+TEST_P(MailConformance, M_RETRY_5_ASubscriptionsOwnSettleTimeoutCancelsAStuckDelivery) {
+  open();  // the provider's settle timeout: 30 s
+  Gate gate;
+  Recorder stuck(gate.respond());
+  SubscribeOptions own;
+  own.settle_timeout = absl::Seconds(2);
+  absl::StatusOr<Subscription> sub = office_->subscribe(addr("inbox"), stuck.handler(), own);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  post_text(addr("inbox"), "x");
+  ASSERT_TRUE(gate.wait_entered());
+  clock_->advance(absl::Seconds(2));
+  const absl::Time deadline = absl::Now() + kWait;
+  while (status(addr("inbox")).extension_int(ext("watchdogCancelledCount")) != 1 &&
+         absl::Now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(status(addr("inbox")).extension_int(ext("watchdogCancelledCount")), 1);
+  gate.release();
+  idle();
+  EXPECT_EQ(status(addr("inbox")).unread_count, 1u) << "cancelled, so back in the queue";
+}
+
+TEST_P(MailConformance, M_RETRY_5_ABadPolicyIsRefusedAtSubscribe) {
+  open();
+  Recorder r;
+  SubscribeOptions bad;
+  bad.retry = RetryPolicy{.max_attempts = 0};
+  absl::StatusOr<Subscription> sub = office_->subscribe(addr("inbox"), r.handler(), bad);
+  EXPECT_EQ(sub.status().code(), absl::StatusCode::kInvalidArgument) << sub.status();
+  EXPECT_EQ(status(addr("inbox")).extension_int(ext("subscriberCount")).value_or(0), 0);
+}
+
+}  // namespace
+}  // namespace postal::mail::testing

@@ -58,6 +58,31 @@ TEST(RetryPolicy, M_RETRY_2_ExponentialBackoffCapped) {
   EXPECT_FALSE(RetryPolicy{.max_attempts = 0}.validate().ok());
 }
 
+TEST(RetryPolicy, M_RETRY_2_FactorAndJitterShapeTheWait) {
+  RetryPolicy p{.max_attempts = 10,
+                .base_delay = absl::Seconds(1),
+                .max_delay = absl::Seconds(100),
+                .factor = 3.0};
+  EXPECT_EQ(next_retry_delay(p, 1), absl::Seconds(1));
+  EXPECT_EQ(next_retry_delay(p, 2), absl::Seconds(3));
+  EXPECT_EQ(next_retry_delay(p, 3), absl::Seconds(9));
+  EXPECT_EQ(next_retry_delay(p, 6), absl::Seconds(100));  // 243 s, capped
+  EXPECT_EQ(next_retry_delay(p, 100000), absl::Seconds(100)) << "no overflow past the cap";
+  p.jitter = 0.5;
+  bool varied = false;
+  for (int i = 0; i < 200; ++i) {
+    const absl::Duration d = next_retry_delay(p, 3);
+    EXPECT_GE(d, absl::Seconds(4.5));
+    EXPECT_LE(d, absl::Seconds(9));
+    varied = varied || d != next_retry_delay(p, 3);
+  }
+  EXPECT_TRUE(varied) << "jitter 0.5 drew the same wait 400 times";
+  EXPECT_TRUE(p.validate().ok());
+  EXPECT_FALSE(RetryPolicy{.factor = 0.5}.validate().ok());
+  EXPECT_FALSE(RetryPolicy{.jitter = 1.5}.validate().ok());
+  EXPECT_FALSE(RetryPolicy{.jitter = -0.1}.validate().ok());
+}
+
 TEST(MailErrors, M_ACK_4_RetriableMeansItSaysSoOrItsCodeIs503_504_ECONNRESET_ETIMEDOUT) {
   EXPECT_FALSE(IsRetriable(absl::OkStatus()));
   EXPECT_TRUE(IsRetriable(RetriableError("later")));

@@ -79,6 +79,9 @@ class MemSubscriptionControl final : public SubscriptionControl {
   void unsubscribe() override {
     if (std::shared_ptr<BusState> bus = sub_->bus.lock()) cancel_subscriber(*bus, sub_);
   }
+  void detach() override {
+    if (std::shared_ptr<BusState> bus = sub_->bus.lock()) cancel_subscriber(*bus, sub_, false);
+  }
   bool active() const override {
     std::shared_ptr<BusState> bus = sub_->bus.lock();
     if (!bus) return false;
@@ -159,7 +162,7 @@ absl::StatusOr<Subscription> MemProvider::subscribe(const MailAddress& address, 
   auto sub = std::make_shared<SubscriberState>();
   sub->label = options.label;
   sub->handler = std::move(handler);
-  return add_subscriber(address, std::move(sub));
+  return add_subscriber(address, std::move(sub), options);
 }
 
 absl::StatusOr<Subscription> MemProvider::subscribe_async(const MailAddress& address,
@@ -186,13 +189,28 @@ absl::StatusOr<Subscription> MemProvider::subscribe_async(const MailAddress& add
   sub->async_handler = std::move(handler);
   sub->async = true;
   sub->max_in_flight = std::max<size_t>(max_in_flight, 1);
-  return add_subscriber(address, std::move(sub));
+  return add_subscriber(address, std::move(sub), options);
 }
 
 absl::StatusOr<Subscription> MemProvider::add_subscriber(const MailAddress& address,
-                                                         std::shared_ptr<SubscriberState> sub) {
+                                                         std::shared_ptr<SubscriberState> sub,
+                                                         const SubscribeOptions& options) {
   sub->topic = address.canonical();
   sub->config = core_->config;
+  if (options.retry.has_value() || options.settle_timeout.has_value()) {
+    // M-RETRY-5: this subscription's own redelivery; give-ups still follow the poster's.
+    if (options.retry.has_value()) {
+      if (absl::Status s = options.retry->validate(); !s.ok()) return s;
+    }
+    if (options.settle_timeout.value_or(absl::ZeroDuration()) < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "subscribe ", address.canonical(), ": settle_timeout must not be negative (0: none)"));
+    }
+    auto own = std::make_shared<mem_internal::Config>(*core_->config);
+    if (options.retry.has_value()) own->retry = options.retry;
+    if (options.settle_timeout.has_value()) own->settle_timeout = *options.settle_timeout;
+    sub->config = std::move(own);
+  }
   sub->core = core_;
   sub->bus = core_->bus;
   {

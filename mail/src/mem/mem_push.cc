@@ -130,10 +130,10 @@ void on_watchdog(const std::weak_ptr<BusState>& weak_bus, const std::weak_ptr<Ch
     return;
   }
   if (async_running) {
-    // Nobody returns from an async attempt: its window slot and busy count end here, and a
-    // late settlement finds the token stale.
+    // Its window slot ends here, and a late settlement finds the token stale. It still counts
+    // as busy until its settle function has run (or is dropped): wait_idle waits for the
+    // outcome, e.g. a dead subscriber's push coming back and dropping the subscription.
     --chain->sub->in_flight;
-    --bus->busy;
   }
   chain->watchdog = 0;
   absl::Duration timeout = chain->sub->config->settle_timeout;
@@ -203,7 +203,6 @@ void on_async_settled(const std::weak_ptr<BusState>& weak_bus, const std::weak_p
   if (chain->token != token || chain->phase != Phase::kRunning) return;  // the watchdog had it
   std::shared_ptr<SubscriberState> sub = chain->sub;
   --sub->in_flight;
-  --bus->busy;
   if (chain->watchdog != 0) bus->clock->cancel(chain->watchdog);
   chain->watchdog = 0;
   on_result_locked(*bus, chain, result);
@@ -215,9 +214,24 @@ void invoke_attempt(BusState& bus, const std::shared_ptr<Chain>& chain, uint64_t
                     const Letter& letter) {
   SubscriberState& sub = *chain->sub;
   if (sub.async) {
+    // The attempt is busy (wait_idle) until its settle function has run or been dropped,
+    // whichever comes first, exactly once.
+    struct BusyUntilSettled {
+      explicit BusyUntilSettled(std::weak_ptr<BusState> b) : bus(std::move(b)) {}
+      BusyUntilSettled(const BusyUntilSettled&) = delete;
+      BusyUntilSettled& operator=(const BusyUntilSettled&) = delete;
+      std::weak_ptr<BusState> bus;
+      ~BusyUntilSettled() {
+        if (std::shared_ptr<BusState> b = bus.lock()) {
+          BusLock lock(*b);
+          --b->busy;
+        }
+      }
+    };
     try {
-      sub.async_handler(letter, [weak_bus = sub.bus, weak = std::weak_ptr<Chain>(chain),
-                                 token](absl::Status result) {
+      sub.async_handler(letter, [weak_bus = sub.bus, weak = std::weak_ptr<Chain>(chain), token,
+                                 busy = std::make_shared<BusyUntilSettled>(sub.bus)](
+                                    absl::Status result) {
         on_async_settled(weak_bus, weak, token, result);
       });
     } catch (...) {
@@ -327,7 +341,7 @@ void release_held_locked(BusState& bus, const std::shared_ptr<SubscriberState>& 
   bus.completions.push_back([sub] { drain_held(sub); });
 }
 
-void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& sub) {
+void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& sub, bool wait) {
   MailHandler released;  // destroyed after the lock is released: it may own anything
   MemProvider::AsyncMailHandler released_async;
   BusLock lock(bus);
@@ -351,6 +365,7 @@ void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& su
       }
     }
   }
+  if (!wait) return;
   // A running callback is never cancelled; wait for it, unless this is it — and for every
   // started async delivery to settle (or its watchdog to fire).
   if (sub->running && sub->running_thread != std::this_thread::get_id()) {

@@ -246,7 +246,9 @@ void start_attempt_locked(BusState& bus, const std::shared_ptr<Chain>& chain);
 void release_held_locked(BusState& bus, const std::shared_ptr<SubscriberState>& sub);
 // Unsubscribes: cancels queued and backoff deliveries, then waits for a running callback
 // (unless it is the caller's). Takes `mu` itself.
-void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& sub);
+// `wait` false: cancels and returns without waiting (and keeps the handler for a later call).
+void cancel_subscriber(BusState& bus, const std::shared_ptr<SubscriberState>& sub,
+                       bool wait = true);
 
 // ---- mem_dead_letter.cc: give-ups, dead-letter records, parking (M-DLQ-1…3) ----
 void give_up_locked(BusState& bus, const std::shared_ptr<const Config>& config, Topic& from,

@@ -37,11 +37,13 @@ absl::StatusOr<std::string> HostCore::subscribe(const MailAddress& mem_address,
     id = absl::StrCat("post-sub-", next_id_++);
   }
   std::weak_ptr<HostCore> weak = weak_from_this();
-  MemProvider::AsyncMailHandler handler = [weak, id, to = subscriber, proc](
+  const absl::Duration timeout = push_timeout(
+      options.settle_timeout.value_or(provider_->options().delivery_settle_timeout));
+  MemProvider::AsyncMailHandler handler = [weak, id, to = subscriber, proc, timeout](
                                               const Letter& letter, MemProvider::SettleFn settle) {
     std::shared_ptr<HostCore> self = weak.lock();
     if (!self) return std::move(settle)(RetriableError("the mailbox host is stopping"));
-    self->push(id, to, proc, letter, std::move(settle));
+    self->push(id, to, proc, letter, timeout, std::move(settle));
   };
   absl::StatusOr<Subscription> sub = provider_->subscribe_async(
       mem_address, std::move(handler), options, kPushWindow);
@@ -66,12 +68,13 @@ bool HostCore::unsubscribe(const std::string& id) {
 }
 
 void HostCore::push(const std::string& id, const runtime::PortRef<MailPush>& to,
-                    const std::string& proc, const Letter& letter, MemProvider::SettleFn settle) {
+                    const std::string& proc, const Letter& letter, absl::Duration timeout,
+                    MemProvider::SettleFn settle) {
   absl::StatusOr<WireLetter> wire_letter = WireLetter::of(letter);
   if (!wire_letter.ok()) return std::move(settle)(MarkRetriable(wire_letter.status(), false));
   MailPush push{id, next_delivery_id.fetch_add(1), *std::move(wire_letter), {}};
   pushes_->push(
-      *pusher_, to, std::move(push), push_timeout(provider_->options().delivery_settle_timeout),
+      *pusher_, to, std::move(push), timeout,
       [weak = weak_from_this(), id, proc,
        settle = std::move(settle)](absl::StatusOr<MailSettle> settled) mutable {
         if (settled.ok()) return std::move(settle)(settled->result.to_status());
@@ -79,13 +82,13 @@ void HostCore::push(const std::string& id, const runtime::PortRef<MailPush>& to,
           // No answer in time: give the message back.
           return std::move(settle)(MarkRetriable(settled.status(), true));
         }
-        // The push came back undeliverable: the subscriber's proc (or its port) is gone.
-        // Unhandled (M-ACK-4), so the message goes back by M-RETRY-1; the subscription and the
-        // proc's leases go with it — off this thread, which answers the other pushes in flight
-        // that the unsubscribe waits for.
+        // The push came back undeliverable: the subscriber's proc (or its port) is gone. The
+        // subscription stops at once (the wait for its other pushes in flight, and releasing
+        // the proc's leases, happen off this thread, which answers those pushes); then this one
+        // settles unhandled (M-ACK-4), so the message goes back to the queue by M-RETRY-1.
+        if (std::shared_ptr<HostCore> self = weak.lock()) self->drop_subscription(id, proc);
         std::move(settle)(RetriableError(absl::StrCat("subscriber of ", id, " on proc ", proc,
                                                       " is gone: ", settled.status().message())));
-        if (std::shared_ptr<HostCore> self = weak.lock()) self->drop_subscription(id, proc);
       });
 }
 
@@ -98,6 +101,7 @@ void HostCore::drop_subscription(const std::string& id, const std::string& proc)
     entry = std::move(it->second);
     subs_.erase(it);
   }
+  entry->mem.detach();  // nothing new is pushed from now on; the wait is the helper's
   run_blocking([weak = weak_from_this(), entry, proc] {
     entry->mem.unsubscribe();
     if (std::shared_ptr<HostCore> core = weak.lock()) core->release_leases_of(proc);

@@ -88,7 +88,7 @@ class HostCore : public std::enable_shared_from_this<HostCore> {
   // push and returns; `settle` runs when the subscriber answers, the push comes back, or its
   // timeout passes. Up to kPushWindow pushes of a subscription are in flight at once.
   void push(const std::string& id, const runtime::PortRef<MailPush>& to, const std::string& proc,
-            const Letter& letter, MemProvider::SettleFn settle);
+            const Letter& letter, absl::Duration timeout, MemProvider::SettleFn settle);
 
   std::unique_ptr<MemProvider> provider_;
   std::unique_ptr<runtime::Client> pusher_;

@@ -220,11 +220,19 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailSubscribe m) {
     at = absl::InvalidArgumentError(absl::StrCat(
         "subscribe ", m.address, ": deliver policy ", m.deliver, " is unknown; use all, new or last"));
   }
+  SubscribeOptions options{.label = m.label, .deliver = static_cast<DeliverPolicy>(m.deliver)};
+  if (m.retry) {
+    options.retry = RetryPolicy{.max_attempts = m.max_attempts,
+                                .base_delay = absl::Nanoseconds(m.base_delay_ns),
+                                .max_delay = absl::Nanoseconds(m.max_delay_ns),
+                                .factor = m.factor,
+                                .jitter = m.jitter};
+  }
+  if (m.settle_timeout_ns >= 0) options.settle_timeout = absl::Nanoseconds(m.settle_timeout_ns);
+  // The mem provider validates the policy: a bad one is refused with what to change.
   absl::StatusOr<std::string> id =
-      at.ok() ? core_->subscribe(*at,
-                                 SubscribeOptions{.label = m.label,
-                                                  .deliver = static_cast<DeliverPolicy>(m.deliver)},
-                                 m.subscriber, m.subscriber.addr().id.actor.proc.to_string())
+      at.ok() ? core_->subscribe(*at, options, m.subscriber,
+                                 m.subscriber.addr().id.actor.proc.to_string())
               : absl::StatusOr<std::string>(at.status());
   MailReply r = id.ok() ? MailReply{} : failed(id.status());
   if (id.ok()) r.text = *id;

@@ -25,10 +25,20 @@ PostSubscription::~PostSubscription() {
 
 absl::Status PostSubscription::start(const std::string& address, const SubscribeOptions& options) {
   port_.emplace(runtime::open_port<MailPush>(*link_->cx));
-  absl::StatusOr<MailReply> r = link_->call(
-      MailSubscribe{address, options.label, port_->handle.bind(), {},
-                    static_cast<uint8_t>(options.deliver)},
-      "subscribe");
+  MailSubscribe req{address, options.label, port_->handle.bind(), {},
+                    static_cast<uint8_t>(options.deliver)};
+  if (options.retry.has_value()) {
+    req.retry = true;
+    req.max_attempts = options.retry->max_attempts;
+    req.base_delay_ns = absl::ToInt64Nanoseconds(options.retry->base_delay);
+    req.max_delay_ns = absl::ToInt64Nanoseconds(options.retry->max_delay);
+    req.factor = options.retry->factor;
+    req.jitter = options.retry->jitter;
+  }
+  if (options.settle_timeout.has_value()) {
+    req.settle_timeout_ns = absl::ToInt64Nanoseconds(*options.settle_timeout);
+  }
+  absl::StatusOr<MailReply> r = link_->call(std::move(req), "subscribe");
   if (!r.ok()) {
     unsubscribed_ = true;
     port_.reset();

@@ -43,6 +43,7 @@
 #include "postal/mail/mail_address.h"
 #include "postal/mail/mail_status.h"
 #include "postal/mail/mail_store.h"
+#include "postal/mail/retry_policy.h"
 #include "postal/mail/subscription.h"
 
 namespace postal::mail {
@@ -84,6 +85,11 @@ struct SubscribeOptions {
   std::string label = {};  // shown in diagnostics
   // A retained mailbox's replay (M-KIND-3): everything stored, nothing, or the newest message.
   DeliverPolicy deliver = DeliverPolicy::kAll;
+  // This subscription's own redelivery (M-RETRY-5), in place of the provider's: a retry policy
+  // (validated: a bad one fails subscribe with InvalidArgument) and the settle watchdog's
+  // timeout (0: none). Unset: the provider's.
+  std::optional<RetryPolicy> retry = std::nullopt;
+  std::optional<absl::Duration> settle_timeout = std::nullopt;
 };
 
 struct StopOptions {

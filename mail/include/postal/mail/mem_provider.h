@@ -168,7 +168,8 @@ class MemProvider final : public MailProvider {
   void post_retained_async(const std::string& name, const MailAddress& to, Letter letter,
                            PostDone done, RetainedMailboxes::PublishAsync how);
   absl::StatusOr<Subscription> add_subscriber(const MailAddress& address,
-                                              std::shared_ptr<mem_internal::SubscriberState> sub);
+                                              std::shared_ptr<mem_internal::SubscriberState> sub,
+                                              const SubscribeOptions& options);
   absl::StatusOr<Subscription> subscribe_retained(const std::string& name,
                                                   const MailAddress& address, MailHandler handler,
                                                   DeliverPolicy deliver);

@@ -234,9 +234,19 @@ struct MailSubscribe {
   runtime::PortRef<MailPush> subscriber;
   runtime::OncePortRef<MailReply> reply_to;
   uint8_t deliver = 0;  // DeliverPolicy: a retained mailbox's replay (M-KIND-3)
+  // The subscription's own redelivery (M-RETRY-5): a retry policy when `retry`, and the settle
+  // timeout when settle_timeout_ns >= 0 (0: no watchdog).
+  bool retry = false;
+  uint32_t max_attempts = 0;
+  int64_t base_delay_ns = 0;
+  int64_t max_delay_ns = 0;
+  double factor = 2.0;
+  double jitter = 0.0;
+  int64_t settle_timeout_ns = -1;
   template <class A>
   void serialize(A& a) {
-    a(address, label, subscriber, reply_to, deliver);
+    a(address, label, subscriber, reply_to, deliver, retry, max_attempts, base_delay_ns,
+      max_delay_ns, factor, jitter, settle_timeout_ns);
   }
 };
 struct MailUnsubscribe {  // answered once no callback of the subscription runs any more

@@ -5,7 +5,11 @@
 // subscriber — only that one: the others of the broadcast already ran their side effects — with
 // exponential backoff, up to `max_attempts` attempts in total (the first included):
 //
-//   delay after failed attempt n = min(base_delay · 2^(n-1), max_delay)
+//   delay after failed attempt n = min(base_delay · factor^(n-1), max_delay)
+//
+// drawn uniformly from [delay · (1 − jitter), delay] when `jitter` > 0, so subscribers that
+// failed together do not all come back at the same instant. A policy applies to the whole
+// provider (MemOptions::retry) or to one subscription (SubscribeOptions::retry).
 //
 // A fatal (non-retriable) error ends the chain at once. An exhausted budget is not a give-up:
 // the delivery counts as a retriable failure, so the message goes back to the queue when no
@@ -24,8 +28,11 @@ struct RetryPolicy {
   uint32_t max_attempts = 3;
   absl::Duration base_delay = absl::Seconds(1);
   absl::Duration max_delay = absl::Minutes(5);
+  double factor = 2.0;  // >= 1: each wait is this many times the one before, up to max_delay
+  double jitter = 0.0;  // 0…1: the share of each wait drawn at random (0: exact)
 
-  // InvalidArgument unless max_attempts >= 1 and 0 <= base_delay <= max_delay.
+  // InvalidArgument unless max_attempts >= 1, 0 <= base_delay <= max_delay, factor >= 1 and
+  // 0 <= jitter <= 1.
   absl::Status validate() const;
 };
 

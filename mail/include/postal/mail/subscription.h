@@ -28,6 +28,9 @@ class SubscriptionControl {
   virtual ~SubscriptionControl() = default;
   virtual void unsubscribe() = 0;  // idempotent; the contract above
   virtual bool active() const = 0;
+  // The first half of unsubscribe: no new delivery starts and the waiting ones are cancelled,
+  // but nothing waits for a running one. The default is unsubscribe().
+  virtual void detach() { unsubscribe(); }
 };
 
 class Subscription {
@@ -49,6 +52,12 @@ class Subscription {
 
   void unsubscribe() {
     if (control_) control_->unsubscribe();
+  }
+  // Stops new deliveries at once without waiting for running ones (a MailboxHost drops a dead
+  // subscriber's subscription from the thread that must settle what it still had in flight);
+  // unsubscribe() later waits as usual.
+  void detach() {
+    if (control_) control_->detach();
   }
   // False once unsubscribed, or torn down by the provider's stop().
   bool active() const { return control_ && control_->active(); }

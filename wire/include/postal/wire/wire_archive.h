@@ -35,6 +35,7 @@ class WireOutputArchive
     out_.push_back(1);  // little-endian, as cereal's portable binary archive marks it
   }
   void write(const void* data, size_t size) {
+    if (size == 0) return;  // an empty vector's data() may be null
     out_.append(static_cast<const char*>(data), size);
   }
 
@@ -58,6 +59,7 @@ class WireInputArchive
       throw cereal::Exception("truncated: " + std::to_string(size) + " bytes wanted, " +
                               std::to_string(in_.size() - at_) + " left");
     }
+    if (size == 0) return;  // an empty vector's data() may be null: memcpy must not see it
     std::memcpy(data, in_.data() + at_, size);
     at_ += size;
     if (swap_ && element > 1) {
