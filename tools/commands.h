@@ -24,11 +24,14 @@ struct MailCommand {
   std::string address;          // a post: mail address (every verb but list)
   std::string data;             // post: the text body
   std::string priority;         // post: critical | urgent | normal (retained mailboxes)
-  std::string ack = "handled";  // fetch: handled | discard | unhandled
+  std::string ack = "handled";  // fetch: handled | discard | unhandled | terminate
   std::string topology;         // empty: every running topology
   int64_t ttl_s = 0;            // create: the TTL in seconds (0: none)
   uint64_t max_messages = 0, max_message_bytes = 0;  // create: bounds (0: none)
   bool durable_all = false;                          // create
+  bool is_private = false;  // create: a private mailbox, its address drawn by the store
+  size_t batch = 1;         // fetch: up to this many copies
+  int64_t wait_s = 0;       // fetch: wait up to this long for the first (the long poll)
   uint64_t count = 0;  // subscribe: exit after this many letters (0: run until killed)
   std::string deliver = "all";  // subscribe: all | new | last (M-KIND-3)
 };

@@ -79,11 +79,18 @@ void print_letter(const mail::Letter& l) {
 // create, delete, list, subscribe; -1 for another verb.
 int run_retained_verb(mail::PostOffice& office, const MailCommand& c) {
   if (c.verb == "create") {
-    absl::StatusOr<mail::CreateResult> r =
-        office.create_mailbox(c.address, {.ttl = absl::Seconds(c.ttl_s),
-                                          .max_messages = c.max_messages,
-                                          .max_message_bytes = c.max_message_bytes,
-                                          .durable_all = c.durable_all});
+    const mail::MailboxSpec spec{.ttl = absl::Seconds(c.ttl_s),
+                                 .max_messages = c.max_messages,
+                                 .max_message_bytes = c.max_message_bytes,
+                                 .durable_all = c.durable_all};
+    if (c.is_private) {
+      // M-BOX-4: the store draws the id; the printed address is the only way to reach it.
+      absl::StatusOr<mail::CreateResult> r = office.create_private_mailbox("post", spec);
+      if (!r.ok()) return fail(r.status());
+      std::printf("created private %s\n", r->address.c_str());
+      return 0;
+    }
+    absl::StatusOr<mail::CreateResult> r = office.create_mailbox(c.address, spec);
     if (!r.ok()) return fail(r.status());
     std::printf("%s %s\n", r->created ? "created" : "existing", c.address.c_str());
     return 0;
@@ -145,20 +152,29 @@ int run_verb(mail::PostOffice& office, const MailCommand& c) {
     std::optional<mail::Disposition> disposition = mail::parse_disposition(c.ack);
     if (!disposition) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
-          "--ack ", c.ack, " is not a disposition; write handled, discard or unhandled")));
+          "--ack ", c.ack,
+          " is not a disposition; write handled, discard, unhandled or terminate")));
     }
-    // handled: an auto fetch; otherwise a manual fetch settled with the disposition asked for.
+    // handled: an auto fetch; otherwise a manual batch settled with the disposition asked for,
+    // all at once (ack_all). --batch N copies, waiting up to --wait seconds for the first.
     mail::FetchOptions o;
     if (*disposition != mail::Disposition::kHandled) o.ack = mail::AckMode::kManual;
-    absl::StatusOr<std::optional<mail::Delivery>> d = office.fetch(c.address, o);
-    if (!d.ok()) return fail(d.status());
-    if (!d->has_value()) {
+    o.max_messages = c.batch;
+    o.max_wait = absl::Seconds(c.wait_s);
+    absl::StatusOr<std::vector<mail::Delivery>> batch = office.fetch_batch(c.address, o);
+    if (!batch.ok()) return fail(batch.status());
+    if (batch->empty()) {
       std::printf("no message queued at %s\n", c.address.c_str());
       return 0;
     }
-    print_letter((*d)->letter());
-    if (!(*d)->settled() && !(*d)->ack(*disposition)) {
-      return fail(absl::AbortedError("the settlement did not take effect (the lease ended)"));
+    for (size_t i = 0; i < batch->size(); ++i) {
+      if (i > 0) std::printf("----\n");
+      print_letter((*batch)[i].letter());
+    }
+    for (bool took : mail::ack_all(*batch, *disposition)) {
+      if (!took && o.ack == mail::AckMode::kManual) {
+        return fail(absl::AbortedError("a settlement did not take effect (its lease ended)"));
+      }
     }
     return 0;
   }
@@ -189,11 +205,17 @@ int mail_command(const MailCommand& command) {
                      "'; write post, fetch, peek, status, create, delete, list or subscribe")));
   }
   if (command.verb == "fetch" && !mail::parse_disposition(command.ack)) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "--ack ", command.ack, " is not a disposition; write handled, discard or unhandled")));
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--ack ", command.ack,
+                     " is not a disposition; write handled, discard, unhandled or terminate")));
+  }
+  const bool create_private = command.verb == "create" && command.is_private;
+  if (create_private && !command.address.empty()) {
+    return fail(absl::InvalidArgumentError(
+        "create --private draws the mailbox's address itself; give no address"));
   }
   // M-ADDR-2: a bad address fails before anything is contacted.
-  if (command.verb != "list") {
+  if (command.verb != "list" && !create_private) {
     absl::StatusOr<mail::MailAddress> address = mail::MailAddress::parse(command.address);
     if (!address.ok()) return fail(address.status());
   }

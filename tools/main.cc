@@ -123,7 +123,14 @@ int main(int argc, char** argv) {
   mail_app->add_option("--count", mail.count, "subscribe: exit after this many letters");
   mail_app->add_option("--deliver", mail.deliver, "subscribe: all (default) | new | last")
       ->check(CLI::IsMember({"all", "new", "last"}));
-  mail_app->add_option("--ack", mail.ack, "fetch: handled (default) | discard | unhandled");
+  mail_app->add_option("--ack", mail.ack,
+                       "fetch: handled (default) | discard | unhandled | terminate");
+  mail_app->add_option("--batch", mail.batch, "fetch: up to this many messages (default 1)")
+      ->check(CLI::Range(size_t{1}, postal::mail::kMaxFetchBatch));
+  mail_app->add_option("--wait", mail.wait_s, "fetch: seconds to wait for the first (default 0)")
+      ->check(CLI::Range(int64_t{0}, int64_t{300}));
+  mail_app->add_flag("--private", mail.is_private,
+                     "create: a private mailbox; prints the drawn address (give no address)");
   mail_app->add_option("--topology", mail.topology, "the topology (default: every running one)");
   postal::tools::InboxCommand inbox;
   CLI::App* inbox_app = app.add_subcommand(

@@ -72,6 +72,29 @@ TEST_F(MailCli, M_KIND_2_CreatePostListSubscribeAndDeleteARetainedMailbox) {
   EXPECT_EQ(last.output.find("first"), std::string::npos) << last.output;
   EXPECT_NE(mail({"subscribe", box, "--deliver", "oldest"}).exit_status, 0);
 
+  // A private mailbox (M-BOX-4): the printed address is the only way to reach it.
+  Outcome secret = mail({"create", "--private", "--ttl", "60"});
+  ASSERT_EQ(secret.exit_status, 0) << secret.output;
+  const size_t at = secret.output.find("post://");
+  ASSERT_NE(at, std::string::npos) << secret.output;
+  const std::string secret_box = secret.output.substr(at, secret.output.find('\n', at) - at);
+  EXPECT_NE(secret_box.find("@private"), std::string::npos) << secret_box;
+  EXPECT_EQ(mail({"post", secret_box, "--data", "hush", "--priority", "urgent"}).exit_status, 0);
+  EXPECT_EQ(mail({"list"}).output.find("@private"), std::string::npos) << "never listed";
+  EXPECT_NE(mail({"create", box, "--private"}).exit_status, 0) << "an address with --private";
+
+  // Batches from a queue mailbox (M-RECV-6, M-ACK-6): three back unhandled, then taken.
+  const std::string queue = "post:jobs@agents.test/q";
+  for (const char* d : {"j1", "j2", "j3"}) ASSERT_EQ(mail({"post", queue, "--data", d}).exit_status, 0);
+  Outcome peeked = mail({"fetch", queue, "--batch", "5", "--ack", "unhandled"});
+  ASSERT_EQ(peeked.exit_status, 0) << peeked.output;
+  EXPECT_NE(peeked.output.find("j3"), std::string::npos) << peeked.output;
+  Outcome taken = mail({"fetch", queue, "--batch", "5"});
+  ASSERT_EQ(taken.exit_status, 0) << taken.output;
+  EXPECT_LT(taken.output.find("j1"), taken.output.find("j3")) << taken.output;
+  Outcome empty_wait = mail({"fetch", queue, "--wait", "1"});
+  EXPECT_NE(empty_wait.output.find("no message queued"), std::string::npos) << empty_wait.output;
+
   Outcome deleted = mail({"delete", box});
   EXPECT_EQ(deleted.exit_status, 0) << deleted.output;
   Outcome empty = mail({"list"});
