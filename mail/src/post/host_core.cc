@@ -10,8 +10,6 @@
 namespace postal::mail::post_internal {
 namespace {
 
-std::atomic<uint64_t> next_delivery_id{1};
-
 // Pushes of one subscription in flight at once (the subscriber runs them in order).
 constexpr size_t kPushWindow = 256;
 
@@ -36,19 +34,29 @@ absl::StatusOr<std::string> HostCore::subscribe(const MailAddress& mem_address,
     if (shut_) return absl::UnavailableError("the mailbox host is stopping");
     id = absl::StrCat("post-sub-", next_id_++);
   }
-  std::weak_ptr<HostCore> weak = weak_from_this();
   const absl::Duration timeout = push_timeout(
       options.settle_timeout.value_or(provider_->options().delivery_settle_timeout));
-  MemProvider::AsyncMailHandler handler = [weak, id, to = subscriber, proc, timeout](
+  // The push came back undeliverable: the subscriber's proc (or its port) is gone. The
+  // subscription stops at once (the wait for its other pushes in flight, and releasing the
+  // proc's leases, happen off this thread, which answers those pushes).
+  std::shared_ptr<PushStream> stream = PushStream::open(
+      *pusher_, std::move(subscriber), id, timeout,
+      [weak = weak_from_this(), id, proc] {
+        if (std::shared_ptr<HostCore> self = weak.lock()) self->drop_subscription(id, proc);
+      });
+  MemProvider::AsyncMailHandler handler = [weak = std::weak_ptr<PushStream>(stream)](
                                               const Letter& letter, MemProvider::SettleFn settle) {
-    std::shared_ptr<HostCore> self = weak.lock();
-    if (!self) return std::move(settle)(RetriableError("the mailbox host is stopping"));
-    self->push(id, to, proc, letter, timeout, std::move(settle));
+    std::shared_ptr<PushStream> s = weak.lock();
+    if (!s) return std::move(settle)(RetriableError("the mailbox host is stopping"));
+    s->push(letter, std::move(settle));
   };
   absl::StatusOr<Subscription> sub = provider_->subscribe_async(
       mem_address, std::move(handler), options, kPushWindow);
-  if (!sub.ok()) return sub.status();
-  auto entry = std::make_shared<HostSubscription>(HostSubscription{*std::move(sub), proc});
+  if (!sub.ok()) {
+    stream->close();
+    return sub.status();
+  }
+  auto entry = std::make_shared<HostSubscription>(HostSubscription{*std::move(sub), proc, stream});
   absl::MutexLock lock(&mu_);
   subs_.emplace(id, std::move(entry));
   return id;
@@ -64,32 +72,8 @@ bool HostCore::unsubscribe(const std::string& id) {
     subs_.erase(it);
   }
   entry->mem.unsubscribe();  // outside the lock: it may wait for a running callback
+  entry->stream->close();
   return true;
-}
-
-void HostCore::push(const std::string& id, const runtime::PortRef<MailPush>& to,
-                    const std::string& proc, const Letter& letter, absl::Duration timeout,
-                    MemProvider::SettleFn settle) {
-  absl::StatusOr<WireLetter> wire_letter = WireLetter::of(letter);
-  if (!wire_letter.ok()) return std::move(settle)(MarkRetriable(wire_letter.status(), false));
-  MailPush push{id, next_delivery_id.fetch_add(1), *std::move(wire_letter), {}};
-  pushes_->push(
-      *pusher_, to, std::move(push), timeout,
-      [weak = weak_from_this(), id, proc,
-       settle = std::move(settle)](absl::StatusOr<MailSettle> settled) mutable {
-        if (settled.ok()) return std::move(settle)(settled->result.to_status());
-        if (settled.status().code() != absl::StatusCode::kUnavailable) {
-          // No answer in time: give the message back.
-          return std::move(settle)(MarkRetriable(settled.status(), true));
-        }
-        // The push came back undeliverable: the subscriber's proc (or its port) is gone. The
-        // subscription stops at once (the wait for its other pushes in flight, and releasing
-        // the proc's leases, happen off this thread, which answers those pushes); then this one
-        // settles unhandled (M-ACK-4), so the message goes back to the queue by M-RETRY-1.
-        if (std::shared_ptr<HostCore> self = weak.lock()) self->drop_subscription(id, proc);
-        std::move(settle)(RetriableError(absl::StrCat("subscriber of ", id, " on proc ", proc,
-                                                      " is gone: ", settled.status().message())));
-      });
 }
 
 void HostCore::drop_subscription(const std::string& id, const std::string& proc) {
@@ -104,6 +88,7 @@ void HostCore::drop_subscription(const std::string& id, const std::string& proc)
   entry->mem.detach();  // nothing new is pushed from now on; the wait is the helper's
   run_blocking([weak = weak_from_this(), entry, proc] {
     entry->mem.unsubscribe();
+    entry->stream->close();
     if (std::shared_ptr<HostCore> core = weak.lock()) core->release_leases_of(proc);
   });
 }
@@ -166,7 +151,10 @@ void HostCore::shutdown() {
     shut_ = true;
     subs.swap(subs_);
   }
-  for (auto& [id, entry] : subs) entry->mem.unsubscribe();
+  for (auto& [id, entry] : subs) {
+    entry->mem.unsubscribe();
+    entry->stream->close();
+  }
   late_replies_->close();
   provider_->stop(StopOptions{});
   {

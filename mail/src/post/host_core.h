@@ -1,10 +1,11 @@
 // HostCore: the state of one MailboxHost, shared with the push callbacks it registers on its
 // mem provider (internal).
 //
-// The mem provider runs push callbacks on its own executor threads; each callback is a request
-// to the subscriber's port through `pusher` (a Client on the host's proc) and blocks that
-// executor thread until the subscriber settles. Callbacks hold the core weakly, so dropping the
-// actor ends everything: `shutdown` unsubscribes, stops the provider and joins helper threads.
+// The mem provider starts a window of push deliveries per subscription (subscribe_async); each
+// goes into the subscription's PushStream, which sends them in batches to the subscriber's port
+// through `pusher` (a Client on the host's proc) and settles them as the subscriber answers.
+// Callbacks hold the core weakly, so dropping the actor ends everything: `shutdown` unsubscribes,
+// stops the provider and joins helper threads.
 #pragma once
 
 #include <atomic>
@@ -17,7 +18,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "pending_requests.h"
+#include "push_stream.h"
 #include "postal/mail/mem_provider.h"
 #include "postal/mail/post_messages.h"
 #include "postal/runtime/client.h"
@@ -50,8 +51,7 @@ class HostCore : public std::enable_shared_from_this<HostCore> {
   HostCore(std::unique_ptr<MemProvider> provider, std::unique_ptr<runtime::Client> pusher)
       : provider_(std::move(provider)),
         pusher_(std::move(pusher)),
-        late_replies_(std::make_shared<LateReplies>(pusher_.get())),
-        pushes_(std::make_shared<PendingRequests>()) {}
+        late_replies_(std::make_shared<LateReplies>(pusher_.get())) {}
   ~HostCore() { shutdown(); }
 
   MemProvider& provider() { return *provider_; }
@@ -83,17 +83,12 @@ class HostCore : public std::enable_shared_from_this<HostCore> {
   struct HostSubscription {
     Subscription mem;
     std::string proc;
+    std::shared_ptr<PushStream> stream;
   };
-  // The push callback of one subscription (started on the mem provider's executor): sends the
-  // push and returns; `settle` runs when the subscriber answers, the push comes back, or its
-  // timeout passes. Up to kPushWindow pushes of a subscription are in flight at once.
-  void push(const std::string& id, const runtime::PortRef<MailPush>& to, const std::string& proc,
-            const Letter& letter, absl::Duration timeout, MemProvider::SettleFn settle);
 
   std::unique_ptr<MemProvider> provider_;
   std::unique_ptr<runtime::Client> pusher_;
   std::shared_ptr<LateReplies> late_replies_;
-  std::shared_ptr<PendingRequests> pushes_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<HostSubscription>> subs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<CopyKey, std::string>> leases_ ABSL_GUARDED_BY(mu_);

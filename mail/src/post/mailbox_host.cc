@@ -20,6 +20,7 @@ namespace {
 using post_internal::add_letters;
 using post_internal::failed;
 using post_internal::HostCore;
+using post_internal::LateReplies;
 using post_internal::mem_address;
 using post_internal::sender_proc;
 
@@ -64,6 +65,31 @@ absl::Status open_retained(const actors::SpawnParams& p, MemOptions& o) {
   o.retained = *std::move(retained);
   return absl::OkStatus();
 }
+
+// One reply once every post of the batch has its outcome (each may complete on another
+// thread: a post to a retained mailbox is answered after its commit).
+struct PostAnswers {
+  PostAnswers(size_t n, runtime::OncePortRef<MailReply> to, std::shared_ptr<LateReplies> l)
+      : left(n), reply_to(std::move(to)), late(std::move(l)) {
+    reply.receipts.resize(n);
+  }
+  absl::Mutex mu;
+  size_t left ABSL_GUARDED_BY(mu);
+  MailReply reply ABSL_GUARDED_BY(mu);
+  runtime::OncePortRef<MailReply> reply_to;
+  std::shared_ptr<LateReplies> late;
+  void set(size_t i, const absl::StatusOr<PostReceipt>& receipt) {
+    WirePostReceipt w = WirePostReceipt::of(receipt);
+    MailReply done;
+    {
+      absl::MutexLock lock(&mu);
+      reply.receipts[i] = std::move(w);
+      if (--left != 0) return;
+      done = std::move(reply);
+    }
+    late->send(reply_to, std::move(done));
+  }
+};
 
 // The retained-mailbox admin ops; nullopt for any other op.
 std::optional<MailReply> retained_admin(MemProvider& p, const MailAdmin& m) {
@@ -150,32 +176,38 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailHello m) {
 }
 
 absl::Status MailboxHost::handle(actors::Context& cx, MailPost m) {
-  absl::StatusOr<MailAddress> to = mem_address(m.address);
-  if (!to.ok()) {
-    m.reply_to.send(cx, failed(to.status()));
+  const size_t n = m.letters.size();
+  if (n != m.addresses.size() || n > kMaxPostBatch) {
+    m.reply_to.send(cx, failed(absl::InvalidArgumentError(absl::StrCat(
+                            "post: a batch carries 0 to ", kMaxPostBatch,
+                            " letters, one address each; got ", n, " letters and ",
+                            m.addresses.size(), " addresses"))));
     return absl::OkStatus();
   }
-  // A post to a retained mailbox is answered after its commit, where the commit completes: the
-  // store's writer thread, so the actor goes on to the next post at once and concurrent posters
-  // share commits — or, when no other message waits for this actor and the store is idle, this
-  // worker, which then commits (`os`) and answers without handing the post to another thread.
-  // The answer only sends (no store call, no wait): `done_where_committed` allows that.
-  const RetainedMailboxes::PublishAsync how{.commit_here_if_idle = cx.queued_behind() == 0,
-                                            .done_where_committed = true};
-  core_->provider().post_async(*to, m.letter.to_letter(),
-                               [late = core_->late_replies(), reply_to = std::move(m.reply_to)](
-                                   absl::StatusOr<PostReceipt> receipt) {
-                                 if (!receipt.ok())
-                                   return late->send(reply_to, failed(receipt.status()));
-                                 MailReply r;
-                                 r.text = receipt->address;
-                                 r.text2 = receipt->message_id;
-                                 r.text3 = receipt->send_id;
-                                 r.flag = receipt->path == PostPath::kPushed;
-                                 r.count = receipt->deliveries;
-                                 late->send(reply_to, std::move(r));
-                               },
-                               how);
+  if (n == 0) {
+    m.reply_to.send(cx, MailReply{});
+    return absl::OkStatus();
+  }
+  auto answers = std::make_shared<PostAnswers>(n, std::move(m.reply_to), core_->late_replies());
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<MailAddress> to = mem_address(m.addresses[i]);
+    if (!to.ok()) {
+      answers->set(i, to.status());
+      continue;
+    }
+    // A post to a retained mailbox is answered after its commit, where the commit completes:
+    // the store's writer thread, so the actor goes on at once and concurrent posters share
+    // commits — or, for the batch's last post when no other message waits for this actor and
+    // the store is idle, this worker, which then commits and answers without handing the post
+    // to another thread. The answer only sends (no store call, no wait): `done_where_committed`
+    // allows that.
+    const RetainedMailboxes::PublishAsync how{
+        .commit_here_if_idle = i + 1 == n && cx.queued_behind() == 0,
+        .done_where_committed = true};
+    core_->provider().post_async(
+        *to, m.letters[i].to_letter(),
+        [answers, i](absl::StatusOr<PostReceipt> receipt) { answers->set(i, receipt); }, how);
+  }
   return absl::OkStatus();
 }
 

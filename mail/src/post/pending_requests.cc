@@ -76,25 +76,6 @@ PendingRequests::Opened PendingRequests::open(runtime::SendContext& cx, uint64_t
   return opened;
 }
 
-void PendingRequests::push(runtime::SendContext& cx, const runtime::PortRef<MailPush>& to,
-                           MailPush push, absl::Duration timeout,
-                           absl::AnyInvocable<void(absl::StatusOr<MailSettle>) &&> done) {
-  const Opened o = open(cx, wire::type_hash<MailSettle>(), &runtime::decode_as<MailSettle>,
-                        timeout, /*wait=*/false,
-                        [done = std::move(done)](absl::StatusOr<runtime::EnvelopePtr> env) mutable {
-                          if (!env.ok()) return std::move(done)(env.status());
-                          MailSettle* settle = (*env)->data().get<MailSettle>();
-                          if (settle == nullptr) {
-                            return std::move(done)(absl::InternalError("not a MailSettle"));
-                          }
-                          std::move(done)(std::move(*settle));
-                        });
-  push.reply_to = runtime::OncePortRef<MailSettle>(o.addr, o.mailbox);
-  wire::Headers headers;
-  headers.set(runtime::kReplyPortHeader, o.port);
-  to.send(cx, std::move(push), std::move(headers));
-}
-
 void PendingRequests::cancel_waits(const absl::Status& why) {
   std::vector<Entry> waits;
   {

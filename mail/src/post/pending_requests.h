@@ -1,9 +1,8 @@
 // PendingRequests: requests that no thread waits for — answered later, on the thread that
 // delivers the answer (internal).
 //
-// `PostProvider::post_async` sends a MailPost and returns; a long-poll fetch waits on its own
-// notification; the host's pipelined pushes (MailPush → MailSettle) keep a window in flight per
-// subscription. Each request gets a once port on the sender's mailbox whose sink is a small
+// `PostProvider::post_async` sends a batch of posts (MailPost) and returns; a long-poll fetch
+// waits on its own notification. Each request gets a once port on the sender's mailbox whose sink is a small
 // `Completion` instead of a receiver queue, so the answer runs its continuation on the thread that
 // delivers it (the I/O thread for a peer on another proc) and nothing polls. Every request
 // completes exactly once: with the reply, with the failure when it comes back undeliverable (the
@@ -67,14 +66,6 @@ class PendingRequests : public std::enable_shared_from_this<PendingRequests> {
     actors::ActorRef<MailboxHost>(link.host).port<Req>().send(*link.cx, std::move(req),
                                                               std::move(headers));
   }
-  void post(const Link& link, MailPost req, ReplyDone done) {
-    send(link, std::move(req), "post", link.timeout, /*wait=*/false, std::move(done));
-  }
-
-  // A push to a subscriber's port from `cx` (the host's pusher): `done` gets its MailSettle, or
-  // the failure (Unavailable when it came back undeliverable, DeadlineExceeded at `timeout`).
-  void push(runtime::SendContext& cx, const runtime::PortRef<MailPush>& to, MailPush push,
-            absl::Duration timeout, absl::AnyInvocable<void(absl::StatusOr<MailSettle>) &&> done);
 
   // Completes every request sent with `wait` (a long poll) with `why`: its provider stops.
   void cancel_waits(const absl::Status& why);

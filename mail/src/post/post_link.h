@@ -59,6 +59,8 @@ class PostSubscription {
 
  private:
   void run();
+  // Runs the callback for one pushed letter; its result settles the delivery (M-ACK-4).
+  absl::Status handle(const WireLetter& pushed);
   void wake();
 
   std::shared_ptr<Link> link_;

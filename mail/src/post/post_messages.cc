@@ -52,6 +52,26 @@ absl::Status WireStatus::to_status() const {
   return s;
 }
 
+WirePostReceipt WirePostReceipt::of(const absl::StatusOr<PostReceipt>& receipt) {
+  WirePostReceipt w;
+  if (!receipt.ok()) {
+    w.status = WireStatus::of(receipt.status());
+    return w;
+  }
+  w.address = receipt->address;
+  w.message_id = receipt->message_id;
+  w.send_id = receipt->send_id;
+  w.pushed = receipt->path == PostPath::kPushed;
+  w.deliveries = receipt->deliveries;
+  return w;
+}
+
+absl::StatusOr<PostReceipt> WirePostReceipt::to_receipt() const {
+  if (status.code != 0) return status.to_status();
+  return PostReceipt{mem_to_post(address), message_id, send_id,
+                     pushed ? PostPath::kPushed : PostPath::kQueued, deliveries};
+}
+
 absl::StatusOr<WireLetter> WireLetter::of(const Letter& letter) {
   WireLetter w;
   w.id = letter.id;

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "pending_requests.h"
+#include "post_batcher.h"
 #include "post_link.h"
 #include "postal/mail/mail_errors.h"
 
@@ -12,11 +13,6 @@ namespace {
 
 using post_internal::Link;
 using post_internal::PostSubscription;
-
-PostReceipt receipt_of(const MailReply& r) {
-  return PostReceipt{mem_to_post(r.text), r.text2, r.text3,
-                     r.flag ? PostPath::kPushed : PostPath::kQueued, r.count};
-}
 
 CopyKey key_of(const WireKey& k) { return CopyKey{mem_to_post(k.address), k.send_id, k.lease_id}; }
 
@@ -108,7 +104,9 @@ absl::StatusOr<std::unique_ptr<PostProvider>> PostProvider::create(PostOptions o
 }
 
 PostProvider::PostProvider(std::shared_ptr<Link> link)
-    : link_(std::move(link)), pending_(std::make_shared<post_internal::PendingRequests>()) {}
+    : link_(std::move(link)),
+      pending_(std::make_shared<post_internal::PendingRequests>()),
+      batcher_(std::make_shared<post_internal::PostBatcher>(link_, pending_)) {}
 
 PostProvider::~PostProvider() {
   stop(StopOptions{});
@@ -149,21 +147,25 @@ void PostProvider::stop(const StopOptions& options) {
 }
 
 absl::StatusOr<PostReceipt> PostProvider::post(const MailAddress& to, Letter letter) {
-  absl::StatusOr<WireLetter> w = WireLetter::of(letter);
-  if (!w.ok()) return w.status();
-  absl::StatusOr<MailReply> r = link_->call(MailPost{to.canonical(), *std::move(w), {}}, "post");
-  if (!r.ok()) return r.status();
-  return receipt_of(*r);
+  // Through the batcher like post_async, so a sync post never overtakes async ones. The batcher
+  // answers every post (its request times out at the latest), so the wait ends.
+  struct Answer {
+    absl::Notification done;
+    absl::StatusOr<PostReceipt> receipt;
+  };
+  auto answer = std::make_shared<Answer>();
+  post_async(to, std::move(letter), [answer](absl::StatusOr<PostReceipt> r) {
+    answer->receipt = std::move(r);
+    answer->done.Notify();
+  });
+  answer->done.WaitForNotification();
+  return std::move(answer->receipt);
 }
 
 void PostProvider::post_async(const MailAddress& to, Letter letter, PostDone done) {
   absl::StatusOr<WireLetter> w = WireLetter::of(letter);
   if (!w.ok()) return std::move(done)(w.status());
-  pending_->post(*link_, MailPost{to.canonical(), *std::move(w), {}},
-                 [done = std::move(done)](absl::StatusOr<MailReply> r) mutable {
-                   if (!r.ok()) return std::move(done)(r.status());
-                   std::move(done)(receipt_of(*r));
-                 });
+  batcher_->post(to.canonical(), *std::move(w), std::move(done));
 }
 
 absl::StatusOr<Subscription> PostProvider::subscribe(const MailAddress& address,

@@ -1,5 +1,6 @@
 // PostSubscription: a push port on the caller's proc, the thread that runs the callback for it,
 // and the unsubscribe handshake with the host.
+#include <algorithm>
 #include <exception>
 
 #include "post_link.h"
@@ -53,26 +54,34 @@ absl::Status PostSubscription::start(const std::string& address, const Subscribe
 void PostSubscription::run() {
   while (true) {
     absl::StatusOr<MailPush> push = port_->receiver.recv();
-    if (!push.ok() || push->delivery_id == 0) return;  // the proc stops, or our wake-up
-    absl::Status result;
-    if (!active_.load()) {
-      result = RetriableError("the subscription ended before this push ran");
-    } else {
-      Letter letter = push->letter.to_letter();
-      try {
-        result = handler_(letter);
-      } catch (const std::exception& e) {  // M-ACK-4: a throw is a plain error
-        result = absl::UnknownError(absl::StrCat("the callback threw: ", e.what()));
-      } catch (...) {
-        result = absl::UnknownError("the callback threw");
-      }
+    if (!push.ok() || push->letters.empty()) return;  // the proc stops, or our wake-up
+    MailSettled settled;
+    const size_t n = std::min(push->letters.size(), push->delivery_ids.size());
+    settled.delivery_ids.reserve(n);
+    settled.results.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      settled.delivery_ids.push_back(push->delivery_ids[i]);
+      settled.results.push_back(WireStatus::of(handle(push->letters[i])));
     }
-    push->reply_to.send(*link_->cx, MailSettle{push->delivery_id, WireStatus::of(result)});
+    // One answer for the batch: the host starts the next deliveries from it.
+    push->settle_to.send(*link_->cx, std::move(settled));
+  }
+}
+
+absl::Status PostSubscription::handle(const WireLetter& pushed) {
+  if (!active_.load()) return RetriableError("the subscription ended before this push ran");
+  Letter letter = pushed.to_letter();
+  try {
+    return handler_(letter);
+  } catch (const std::exception& e) {  // M-ACK-4: a throw is a plain error
+    return absl::UnknownError(absl::StrCat("the callback threw: ", e.what()));
+  } catch (...) {
+    return absl::UnknownError("the callback threw");
   }
 }
 
 void PostSubscription::wake() {
-  if (port_) port_->handle.send(MailPush{});  // delivery_id 0
+  if (port_) port_->handle.send(MailPush{});  // no letters
 }
 
 void PostSubscription::unsubscribe() {

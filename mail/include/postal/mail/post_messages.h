@@ -4,9 +4,10 @@
 // Every verb is one request message to the host, answered on its `reply_to` once port with a
 // `MailReply` (runtime::request). Which fields of the reply are filled depends on the verb; a
 // failed verb carries its status in `status` and nothing else. Push deliveries run the other
-// way: the host sends `MailPush` to the subscriber's port and waits for the `MailSettle` on the
-// push's own once port; a push that comes back undeliverable (the subscriber's proc is gone)
-// counts as unhandled (M-ACK-4) and ends that subscription.
+// way: the host sends batches of them (`MailPush`) to the subscriber's port and the subscriber
+// answers each batch with one `MailSettled` on the subscription's settlement port; a push that
+// comes back undeliverable (the subscriber's proc is gone) counts as unhandled (M-ACK-4) and ends
+// that subscription.
 //
 // Addresses on the wire are canonical `post://` addresses; the host maps them onto its mem
 // provider (`mem://` with the same identity, M-ADDR-3) and back. Times are Unix nanoseconds in
@@ -97,6 +98,21 @@ struct WireCopy {
   }
 };
 
+// One post's outcome in a batch: its refusal, or its receipt (mail_provider.h PostReceipt).
+struct WirePostReceipt {
+  WireStatus status;
+  std::string address, message_id, send_id;  // address: canonical, the host's scheme
+  bool pushed = false;
+  uint64_t deliveries = 0;
+  template <class A>
+  void serialize(A& a) {
+    a(status, address, message_id, send_id, pushed, deliveries);
+  }
+  static WirePostReceipt of(const absl::StatusOr<PostReceipt>& receipt);
+  // The caller's side: the address back in the post scheme.
+  absl::StatusOr<PostReceipt> to_receipt() const;
+};
+
 // The one reply type of every verb.
 struct MailReply {
   WireStatus status;
@@ -106,40 +122,41 @@ struct MailReply {
   std::vector<WireMailboxStatus> statuses;               // status (1), list_status
   std::vector<WireCopy> copies;                          // locate
   std::vector<std::pair<std::string, uint64_t>> counts;  // recover_all
-  uint64_t count = 0;  // recover, clear, purge_parked; hello: capability bits; post: deliveries
-  bool flag = false;   // settle: took effect; post: pushed
-  std::string text;    // subscribe: subscription id; dead_letter_topic; post: address
-  std::string text2;   // post: message id
-  std::string text3;   // post: send id
+  uint64_t count = 0;  // recover, clear, purge_parked; hello: capability bits
+  bool flag = false;   // settle: took effect
+  std::string text;    // subscribe: subscription id; dead_letter_topic
   std::vector<WireKey> keys;           // fetch: letters[i]'s copy and lease
   std::vector<int64_t> expires_ns;     // fetch: letters[i]'s lease end, Unix ns; 0 = never
   std::vector<uint8_t> flags;          // settle_all: keys[i]'s settlement took effect
+  std::vector<WirePostReceipt> receipts;  // post: letters[i]'s outcome
   template <class A>
   void serialize(A& a) {
-    a(status, letters, key, lease_expires_ns, statuses, copies, counts, count, flag, text, text2,
-      text3, keys, expires_ns, flags);
+    a(status, letters, key, lease_expires_ns, statuses, copies, counts, count, flag, text, keys,
+      expires_ns, flags, receipts);
   }
 };
 
-// The callback's result for one push (M-ACK-4 is applied by the host from this status).
-struct MailSettle {
-  uint64_t delivery_id = 0;
-  WireStatus result;
+// The callbacks' results for pushed deliveries (M-ACK-4 is applied by the host from each status).
+struct MailSettled {
+  std::vector<uint64_t> delivery_ids;
+  std::vector<WireStatus> results;  // results[i] is delivery_ids[i]'s
   template <class A>
   void serialize(A& a) {
-    a(delivery_id, result);
+    a(delivery_ids, results);
   }
 };
 
+// Pushes of one subscription, in delivery order (the host batches the deliveries that start
+// while earlier batches are unsettled, mail/src/post/push_stream.h). Empty: the subscriber's local
+// wake-up. The subscriber answers each with one MailSettled to `settle_to`.
 struct MailPush {
-  using Reply = MailSettle;
   std::string subscription_id;
-  uint64_t delivery_id = 0;  // minted by the host; 0 is the subscriber's local wake-up
-  WireLetter letter;
-  runtime::OncePortRef<MailSettle> reply_to;
+  std::vector<uint64_t> delivery_ids;  // minted by the host, per subscription
+  std::vector<WireLetter> letters;     // letters[i] is delivery_ids[i]
+  runtime::PortRef<MailSettled> settle_to;
   template <class A>
   void serialize(A& a) {
-    a(subscription_id, delivery_id, letter, reply_to);
+    a(subscription_id, delivery_ids, letters, settle_to);
   }
 };
 
@@ -152,14 +169,19 @@ struct MailHello {  // capabilities of the host's provider (count: bit i = Capab
     a(reply_to);
   }
 };
+// The most letters one MailPost may carry (more → the host refuses the batch).
+inline constexpr size_t kMaxPostBatch = 1024;
+// A batch of posts, applied in order (PostProvider batches them, mail/src/post/post_batcher.h):
+// letters[i] to addresses[i], each answered in the reply's receipts[i] — refused alone or
+// accepted.
 struct MailPost {
   using Reply = MailReply;
-  std::string address;
-  WireLetter letter;
+  std::vector<std::string> addresses;
+  std::vector<WireLetter> letters;
   runtime::OncePortRef<MailReply> reply_to;
   template <class A>
   void serialize(A& a) {
-    a(address, letter, reply_to);
+    a(addresses, letters, reply_to);
   }
 };
 struct MailFetch {  // fetch_batch (fetch is a batch of one) → letters, keys, expires_ns
@@ -308,7 +330,7 @@ std::string mem_to_post(std::string_view mem_canonical);
 }  // namespace postal::mail
 
 POSTAL_MESSAGE(postal::mail::MailReply, "postal.mail.Reply");
-POSTAL_MESSAGE(postal::mail::MailSettle, "postal.mail.Settle");
+POSTAL_MESSAGE(postal::mail::MailSettled, "postal.mail.Settled");
 POSTAL_MESSAGE(postal::mail::MailPush, "postal.mail.Push");
 POSTAL_MESSAGE(postal::mail::MailHello, "postal.mail.Hello");
 POSTAL_MESSAGE(postal::mail::MailPost, "postal.mail.Post");

@@ -48,6 +48,7 @@ namespace postal::mail {
 namespace post_internal {
 struct Link;
 class PendingRequests;
+class PostBatcher;
 class PostSubscription;
 }  // namespace post_internal
 
@@ -107,9 +108,11 @@ class PostProvider final : public MailProvider {
   absl::StatusOr<std::vector<std::string>> list_public() override;
   absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq) override;
 
-  // Pipelined: the post goes out at once and `done` runs when the host answers (on the thread
-  // that receives the answer), or with Unavailable when the post comes back undeliverable or
-  // the timeout passes; many posts may be in flight, and the host commits them together.
+  // Pipelined and batched: the post goes out at once while fewer than two batches of posts are
+  // unanswered, else with the next batch, sent when an answer comes back (one request per batch;
+  // posts keep their order, sync ones included). `done` runs when the host answers (on the
+  // thread that receives the answer), or with Unavailable when the batch comes back
+  // undeliverable or the timeout passes; the host commits the posts of a batch together.
   void post_async(const MailAddress& to, Letter letter, PostDone done) override;
 
  private:
@@ -117,6 +120,7 @@ class PostProvider final : public MailProvider {
 
   std::shared_ptr<post_internal::Link> link_;
   std::shared_ptr<post_internal::PendingRequests> pending_;
+  std::shared_ptr<post_internal::PostBatcher> batcher_;
   mutable absl::Mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<uint64_t> capabilities_ ABSL_GUARDED_BY(mu_);
