@@ -17,8 +17,9 @@
 // mem provider promises, across procs: the conformance suite runs against it unchanged.
 //
 // Subscriptions. `subscribe` opens a port on the caller's proc and registers it at the host;
-// pushes arrive there and the callback runs on a thread this provider owns (one per
-// subscription: never concurrent with itself); its status goes back as the settlement (M-ACK-4).
+// pushes arrive there in batches and the callback runs on a thread this provider owns (one per
+// subscription: never concurrent with itself); the statuses of a batch go back as one settlement
+// (M-ACK-4, applied at the host per delivery).
 // When the subscriber's proc dies, its pushes come back undeliverable to the host, which treats
 // them as unhandled (back to the queue, M-RETRY-1) and drops the subscription.
 //
