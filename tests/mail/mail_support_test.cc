@@ -115,7 +115,17 @@ TEST(SystemHeaders, M_RETRY_3_StrippedCaseInsensitively) {
   std::string a = mint_send_id(), b = mint_send_id();
   EXPECT_EQ(a.size(), 32u);
   EXPECT_NE(a, b);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
   EXPECT_EQ(format_iso8601(absl::FromUnixMillis(1'700'000'000'123)), "2023-11-14T22:13:20.123Z");
+  EXPECT_EQ(format_iso8601(absl::UnixEpoch()), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(format_iso8601(absl::FromUnixMillis(-1)), "1969-12-31T23:59:59.999Z");
+  EXPECT_EQ(format_iso8601(absl::FromCivil(absl::CivilSecond(9999, 12, 31, 23, 59, 59),
+                                           absl::UTCTimeZone()) +
+                           absl::Milliseconds(7)),
+            "9999-12-31T23:59:59.007Z");
+  EXPECT_EQ(format_iso8601(absl::FromCivil(absl::CivilSecond(10000, 1, 1, 0, 0, 0),
+                                           absl::UTCTimeZone())),
+            "10000-01-01T00:00:00.000Z");
 }
 
 TEST(Letter, BodiesAreSharedImmutableAndDecodeFromBytes) {
