@@ -1,4 +1,5 @@
-// Default implementations of MailProvider's optional operations: UnsupportedCapability.
+// MailProvider's default implementations: post_async and the batch fetches through the one-by-one
+// verbs; wait_idle unsupported.
 #include "postal/mail/mail_provider.h"
 
 #include "postal/mail/mail_errors.h"
@@ -43,52 +44,8 @@ void MailProvider::fetch_batch_async(const MailAddress& address, const FetchOpti
   std::move(done)(fetch_batch(address, options));
 }
 
-absl::StatusOr<std::vector<Letter>> MailProvider::peek(const MailAddress&, size_t) {
-  return unsupported(*this, Capability::kPeek);
-}
-absl::StatusOr<std::vector<MailboxStatus>> MailProvider::list_status() {
-  return unsupported(*this, Capability::kEnumerate);
-}
-absl::StatusOr<uint64_t> MailProvider::recover(const MailAddress&) {
-  return unsupported(*this, Capability::kRecover);
-}
-absl::StatusOr<std::map<std::string, uint64_t>> MailProvider::recover_all() {
-  return unsupported(*this, Capability::kRecover);
-}
-absl::StatusOr<uint64_t> MailProvider::clear() { return unsupported(*this, Capability::kClear); }
-absl::StatusOr<std::vector<CopyInfo>> MailProvider::locate(std::string_view) {
-  return unsupported(*this, Capability::kLocate);
-}
-absl::StatusOr<bool> MailProvider::settle(const CopyKey&, std::string_view) {
-  return unsupported(*this, Capability::kSettleByKey);
-}
-absl::StatusOr<MailAddress> MailProvider::dead_letter_topic(const MailAddress&) {
-  return unsupported(*this, Capability::kDeadLetter);
-}
-absl::StatusOr<std::vector<Letter>> MailProvider::peek_parked(const MailAddress&, size_t) {
-  return unsupported(*this, Capability::kParked);
-}
-absl::StatusOr<uint64_t> MailProvider::purge_parked(const MailAddress&) {
-  return unsupported(*this, Capability::kParked);
-}
 absl::Status MailProvider::wait_idle(absl::Time) {
   return unsupported(*this, Capability::kWaitIdle);
-}
-absl::StatusOr<CreateResult> MailProvider::create_mailbox(const MailAddress&, const MailboxSpec&) {
-  return unsupported(*this, Capability::kRetained);
-}
-
-absl::StatusOr<CreateResult> MailProvider::create_private_mailbox(const MailboxSpec&) {
-  return unsupported(*this, Capability::kRetained);
-}
-absl::Status MailProvider::delete_mailbox(const MailAddress&) {
-  return unsupported(*this, Capability::kRetained);
-}
-absl::StatusOr<std::vector<std::string>> MailProvider::list_public() {
-  return unsupported(*this, Capability::kRetained);
-}
-absl::StatusOr<bool> MailProvider::erase(const MailAddress&, uint64_t) {
-  return unsupported(*this, Capability::kRetained);
 }
 
 }  // namespace postal::mail

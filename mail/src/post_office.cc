@@ -110,6 +110,18 @@ absl::StatusOr<PostOffice::Route> PostOffice::route(std::string_view address, Ca
   return Route{*std::move(parsed), p};
 }
 
+absl::StatusOr<MailProvider*> PostOffice::provider_for(std::string_view scheme, Capability op,
+                                                        std::string_view verb,
+                                                        bool needs_running) const {
+  if (needs_running) {
+    if (absl::Status s = check_running(verb); !s.ok()) return s;
+  }
+  MailProvider* p = provider(scheme);
+  if (p == nullptr) return UnknownSchemeError(scheme, absl::StrCat(sv(scheme), ":"));
+  if (!p->can(op)) return UnsupportedCapabilityError(p->scheme(), to_string(op), verb);
+  return p;
+}
+
 absl::StatusOr<PostReceipt> PostOffice::post(std::string_view address, Letter letter) {
   absl::StatusOr<Route> r = route(address, Capability::kPost, "post", true);
   if (!r.ok()) return r.status();
@@ -166,47 +178,41 @@ absl::StatusOr<std::vector<Delivery>> PostOffice::fetch_batch(std::string_view a
 
 absl::StatusOr<CreateResult> PostOffice::create_mailbox(std::string_view address,
                                                         MailboxSpec spec) {
-  absl::StatusOr<Route> r = route(address, Capability::kRetained, "create_mailbox", true);
-  if (!r.ok()) return r.status();
-  return r->provider->create_mailbox(r->address, spec);
+  return admin(admin::CreateMailbox{std::string(address), std::move(spec)});
 }
 
 absl::StatusOr<CreateResult> PostOffice::create_private_mailbox(std::string_view scheme,
                                                                 MailboxSpec spec) {
-  MailProvider* p = provider(scheme);
-  if (p == nullptr) return UnknownSchemeError(scheme, absl::StrCat(sv(scheme), ":"));
-  if (!p->can(Capability::kRetained)) {
-    return UnsupportedCapabilityError(p->scheme(), to_string(Capability::kRetained),
-                                      "create_private_mailbox");
-  }
-  return p->create_private_mailbox(spec);
+  return admin(scheme, admin::CreatePrivateMailbox{std::move(spec)});
 }
 
 absl::Status PostOffice::delete_mailbox(std::string_view address) {
-  absl::StatusOr<Route> r = route(address, Capability::kRetained, "delete_mailbox", true);
-  if (!r.ok()) return r.status();
-  return r->provider->delete_mailbox(r->address);
+  return admin(admin::DeleteMailbox{std::string(address)}).status();
 }
 
 absl::StatusOr<std::vector<std::string>> PostOffice::list_public(std::string_view scheme) {
-  MailProvider* p = provider(scheme);
-  if (p == nullptr) return UnknownSchemeError(scheme, absl::StrCat(sv(scheme), ":"));
-  if (!p->can(Capability::kRetained)) {
-    return UnsupportedCapabilityError(p->scheme(), to_string(Capability::kRetained), "list_public");
-  }
-  return p->list_public();
+  absl::StatusOr<std::vector<MailAddress>> listed = admin(scheme, admin::ListPublic{});
+  if (!listed.ok()) return listed.status();
+  std::vector<std::string> out;
+  out.reserve(listed->size());
+  for (const MailAddress& a : *listed) out.push_back(a.canonical());
+  return out;
 }
 
 absl::StatusOr<bool> PostOffice::erase(std::string_view address, uint64_t seq) {
-  absl::StatusOr<Route> r = route(address, Capability::kRetained, "erase", true);
-  if (!r.ok()) return r.status();
-  return r->provider->erase(r->address, seq);
+  return admin(admin::Erase{std::string(address), seq});
+}
+
+absl::Status PostOffice::set_policy(std::string_view address, const MailboxPolicy& policy) {
+  return admin(admin::SetPolicy{std::string(address), policy}).status();
+}
+
+absl::StatusOr<MailboxPolicy> PostOffice::policy(std::string_view address) {
+  return admin(admin::GetPolicy{std::string(address)});
 }
 
 absl::StatusOr<std::vector<Letter>> PostOffice::peek(std::string_view address, size_t limit) {
-  absl::StatusOr<Route> r = route(address, Capability::kPeek, "peek", false);
-  if (!r.ok()) return r.status();
-  return r->provider->peek(r->address, limit);
+  return admin(admin::Peek{std::string(address), limit});
 }
 
 absl::StatusOr<MailboxStatus> PostOffice::status(std::string_view address) {
@@ -227,9 +233,10 @@ MailSnapshot PostOffice::status() {
   std::vector<MailProvider*> all = providers();
   for (MailProvider* p : all) {
     absl::StatusOr<std::vector<MailboxStatus>> listed =
-        p->can(Capability::kEnumerate) ? p->list_status()
-                                       : absl::StatusOr<std::vector<MailboxStatus>>(
-                                             absl::UnimplementedError("cannot enumerate"));
+        p->can(Capability::kEnumerate)
+            ? run_admin(p->admin(), p->scheme(), admin::ListStatus{})
+            : absl::StatusOr<std::vector<MailboxStatus>>(
+                  absl::UnimplementedError("cannot enumerate"));
     if (!listed.ok()) {
       snap.unsupported_providers.emplace_back(p->scheme());
       continue;
@@ -259,7 +266,8 @@ absl::StatusOr<RecoverResult> PostOffice::recover(std::string_view address) {
   MailProvider* p = provider(parsed->scheme());
   if (p == nullptr) return UnknownSchemeError(parsed->scheme(), parsed->canonical());
   if (!p->can(Capability::kRecover, &*parsed)) return RecoverResult{0, false};
-  absl::StatusOr<uint64_t> n = p->recover(*parsed);
+  absl::StatusOr<uint64_t> n =
+      run_admin(p->admin(), p->scheme(), admin::Recover{parsed->canonical()});
   if (!n.ok()) return n.status();
   return RecoverResult{*n, true};
 }
@@ -269,7 +277,7 @@ RecoverAllResult PostOffice::recover() {
   for (MailProvider* p : providers()) {
     absl::StatusOr<std::map<std::string, uint64_t>> r =
         p->can(Capability::kRecover) && p->can(Capability::kEnumerate)
-            ? p->recover_all()
+            ? run_admin(p->admin(), p->scheme(), admin::RecoverAll{})
             : absl::StatusOr<std::map<std::string, uint64_t>>(absl::UnimplementedError(""));
     if (!r.ok()) {
       result.unreachable_providers.emplace_back(p->scheme());
@@ -288,7 +296,8 @@ absl::StatusOr<std::vector<CopyInfo>> PostOffice::locate(std::string_view messag
   std::vector<CopyInfo> out;
   for (MailProvider* p : providers()) {
     if (!p->can(Capability::kLocate)) continue;
-    absl::StatusOr<std::vector<CopyInfo>> found = p->locate(message_id);
+    absl::StatusOr<std::vector<CopyInfo>> found =
+        run_admin(p->admin(), p->scheme(), admin::Locate{std::string(message_id)});
     if (!found.ok()) return found.status();
     for (CopyInfo& c : *found) out.push_back(std::move(c));
   }
@@ -309,7 +318,8 @@ absl::StatusOr<bool> PostOffice::settle(const CopyKey& key, std::string_view dis
   }
   CopyKey canonical = key;
   canonical.address = r->address.canonical();
-  return r->provider->settle(canonical, disposition);
+  return run_admin(r->provider->admin(), r->provider->scheme(),
+                   admin::SettleKey{std::move(canonical), std::string(disposition)});
 }
 
 absl::StatusOr<uint64_t> PostOffice::clear() {
@@ -317,7 +327,7 @@ absl::StatusOr<uint64_t> PostOffice::clear() {
   uint64_t total = 0;
   for (MailProvider* p : providers()) {
     if (!p->can(Capability::kClear)) continue;
-    absl::StatusOr<uint64_t> n = p->clear();
+    absl::StatusOr<uint64_t> n = run_admin(p->admin(), p->scheme(), admin::Clear{});
     if (!n.ok()) return n.status();
     total += *n;
   }
@@ -325,22 +335,16 @@ absl::StatusOr<uint64_t> PostOffice::clear() {
 }
 
 absl::StatusOr<MailAddress> PostOffice::dead_letter_topic(std::string_view address) {
-  absl::StatusOr<Route> r = route(address, Capability::kDeadLetter, "dead_letter_topic", false);
-  if (!r.ok()) return r.status();
-  return r->provider->dead_letter_topic(r->address);
+  return admin(admin::DeadLetterTopic{std::string(address)});
 }
 
 absl::StatusOr<std::vector<Letter>> PostOffice::peek_parked(std::string_view address,
                                                             size_t limit) {
-  absl::StatusOr<Route> r = route(address, Capability::kParked, "peek_parked", false);
-  if (!r.ok()) return r.status();
-  return r->provider->peek_parked(r->address, limit);
+  return admin(admin::PeekParked{std::string(address), limit});
 }
 
 absl::StatusOr<uint64_t> PostOffice::purge_parked(std::string_view address) {
-  absl::StatusOr<Route> r = route(address, Capability::kParked, "purge_parked", true);
-  if (!r.ok()) return r.status();
-  return r->provider->purge_parked(r->address);
+  return admin(admin::PurgeParked{std::string(address)});
 }
 
 absl::Status PostOffice::wait_idle(absl::Duration timeout) {

@@ -7,7 +7,9 @@
 #include "postal/mail/capability.h"
 #include "postal/mail/deliver_policy.h"
 #include "postal/mail/disposition.h"
+#include "postal/mail/mail_admin.h"
 #include "postal/mail/mail_provider.h"
+#include "postal/mail/mailbox_policy.h"
 #include "postal/mail/mail_status.h"
 #include "postal/mail/priority.h"
 #include "postal/mail/retry_policy.h"
@@ -88,6 +90,8 @@ std::string_view to_string(Capability capability) {
       return "wait-idle";
     case Capability::kRetained:
       return "retained";
+    case Capability::kPolicy:
+      return "policy";
   }
   return "?";
 }
@@ -131,6 +135,19 @@ absl::Status RetryPolicy::validate() const {
   if (!(factor >= 1.0) || !std::isfinite(factor) || !(jitter >= 0.0 && jitter <= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat("RetryPolicy factor=", factor, ", jitter=",
                                                    jitter, "; use factor >= 1 and 0 <= jitter <= 1"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MailboxPolicy::validate() const {
+  if (retry.has_value()) {
+    if (absl::Status s = retry->validate(); !s.ok()) return s;
+  }
+  if (settle_timeout.has_value() &&
+      (*settle_timeout < absl::ZeroDuration() || *settle_timeout == absl::InfiniteDuration())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MailboxPolicy.settle_timeout is ", sv(absl::FormatDuration(*settle_timeout)),
+                     "; use a finite timeout, or 0 for no watchdog"));
   }
   return absl::OkStatus();
 }

@@ -151,6 +151,7 @@ MemProvider::~MemProvider() { stop(StopOptions{}); }
 bool MemProvider::can(Capability op, const MailAddress*) const {
   if (op == Capability::kDeadLetter) return options_.dead_letter.has_value();
   if (op == Capability::kRetained) return options_.retained != nullptr;
+  if (op == Capability::kPolicy) return false;  // not yet
   return true;
 }
 

@@ -160,9 +160,14 @@ absl::StatusOr<Subscription> MemProvider::subscribe_retained(const std::string& 
                       std::make_unique<RetainedControl>(*std::move(sub)));
 }
 
+absl::Status MemProvider::no_store() {
+  return UnsupportedCapabilityError(kScheme, to_string(Capability::kRetained),
+                                    "create the provider with MemOptions.retained set");
+}
+
 absl::StatusOr<CreateResult> MemProvider::create_mailbox(const MailAddress& address,
                                                          const MailboxSpec& spec) {
-  if (options_.retained == nullptr) return MailProvider::create_mailbox(address, spec);
+  if (options_.retained == nullptr) return no_store();
   if (!spec.is_public) {
     return absl::InvalidArgumentError(absl::StrCat(
         "create_mailbox ", address.canonical(),
@@ -183,7 +188,7 @@ absl::StatusOr<CreateResult> MemProvider::create_mailbox(const MailAddress& addr
 }
 
 absl::StatusOr<CreateResult> MemProvider::create_private_mailbox(const MailboxSpec& spec) {
-  if (options_.retained == nullptr) return MailProvider::create_private_mailbox(spec);
+  if (options_.retained == nullptr) return no_store();
   MailboxSpec drawn = spec;
   drawn.name.clear();
   drawn.is_public = false;
@@ -193,12 +198,12 @@ absl::StatusOr<CreateResult> MemProvider::create_private_mailbox(const MailboxSp
 }
 
 absl::Status MemProvider::delete_mailbox(const MailAddress& address) {
-  if (options_.retained == nullptr) return MailProvider::delete_mailbox(address);
+  if (options_.retained == nullptr) return no_store();
   return options_.retained->remove(store_name(address));
 }
 
 absl::StatusOr<std::vector<std::string>> MemProvider::list_public() {
-  if (options_.retained == nullptr) return MailProvider::list_public();
+  if (options_.retained == nullptr) return no_store();
   absl::StatusOr<std::vector<MailboxInfo>> listed = options_.retained->list_public();
   if (!listed.ok()) return listed.status();
   std::vector<std::string> out;
@@ -207,7 +212,7 @@ absl::StatusOr<std::vector<std::string>> MemProvider::list_public() {
 }
 
 absl::StatusOr<bool> MemProvider::erase(const MailAddress& address, uint64_t seq) {
-  if (options_.retained == nullptr) return MailProvider::erase(address, seq);
+  if (options_.retained == nullptr) return no_store();
   return options_.retained->erase(store_name(address), seq);
 }
 

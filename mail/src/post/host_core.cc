@@ -116,8 +116,7 @@ size_t HostCore::release_leases_of(const std::string& proc) {
   }
   size_t released = 0;
   for (const CopyKey& key : mine) {
-    absl::StatusOr<bool> r = provider_->settle(key, "unhandled");
-    if (r.ok() && *r) ++released;
+    if (provider_->settle_all({&key, 1}, Disposition::kUnhandled).front()) ++released;
   }
   return released;
 }

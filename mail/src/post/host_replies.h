@@ -1,5 +1,5 @@
 // What every MailboxHost handler shares: the error reply, the mem address of a wire address, the
-// sending proc, letters onto a reply (internal).
+// sending proc (internal).
 #pragma once
 
 #include <string>
@@ -29,13 +29,6 @@ inline absl::StatusOr<MailAddress> mem_address(std::string_view text) {
 inline std::string sender_proc(actors::Context& cx) {
   const runtime::MessageEnvelope* env = cx.envelope();
   return env ? env->sender().id.proc.to_string() : std::string();
-}
-
-inline void add_letters(MailReply& r, const std::vector<Letter>& letters) {
-  for (const Letter& l : letters) {
-    absl::StatusOr<WireLetter> w = WireLetter::of(l);
-    if (w.ok()) r.letters.push_back(*std::move(w));
-  }
 }
 
 }  // namespace postal::mail::post_internal

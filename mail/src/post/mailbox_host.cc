@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "admin_wire.h"
 #include "host_core.h"
 #include "host_replies.h"
 #include "postal/actors/context.h"
@@ -17,7 +18,6 @@
 namespace postal::mail {
 namespace {
 
-using post_internal::add_letters;
 using post_internal::failed;
 using post_internal::HostCore;
 using post_internal::LateReplies;
@@ -91,33 +91,6 @@ struct PostAnswers {
   }
 };
 
-// The retained-mailbox admin ops; nullopt for any other op.
-std::optional<MailReply> retained_admin(MemProvider& p, const MailAdmin& m) {
-  MailReply r;
-  if (m.op == "delete-mailbox") {
-    absl::StatusOr<MailAddress> at = mem_address(m.arg);
-    absl::Status s = at.ok() ? p.delete_mailbox(*at) : at.status();
-    if (!s.ok()) r = failed(s);
-  } else if (m.op == "list-public") {
-    absl::StatusOr<std::vector<std::string>> listed = p.list_public();
-    if (!listed.ok()) return failed(listed.status());
-    for (const std::string& a : *listed) r.counts.emplace_back(a, 0);
-  } else if (m.op == "erase") {
-    const size_t space = m.arg.find(' ');
-    uint64_t seq = 0;
-    if (space == std::string::npos || !absl::SimpleAtoi(m.arg.substr(0, space), &seq)) {
-      return failed(absl::InvalidArgumentError("erase wants \"<seq> <address>\""));
-    }
-    absl::StatusOr<MailAddress> at = mem_address(m.arg.substr(space + 1));
-    absl::StatusOr<bool> erased = at.ok() ? p.erase(*at, seq) : at.status();
-    if (!erased.ok()) return failed(erased.status());
-    r.flag = *erased;
-  } else {
-    return std::nullopt;
-  }
-  return r;
-}
-
 }  // namespace
 
 MailboxHost::MailboxHost(MemOptions options) : options_(std::move(options)) {
@@ -168,7 +141,7 @@ void MailboxHost::on_stop(actors::Context&, const actors::ActorStatus&) {
 
 absl::Status MailboxHost::handle(actors::Context& cx, MailHello m) {
   MailReply r;
-  for (uint8_t op = 0; op <= static_cast<uint8_t>(Capability::kRetained); ++op) {
+  for (uint8_t op = 0; op <= static_cast<uint8_t>(kLastCapability); ++op) {
     if (core_->provider().can(static_cast<Capability>(op))) r.count |= uint64_t{1} << op;
   }
   m.reply_to.send(cx, std::move(r));
@@ -211,37 +184,15 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailPost m) {
   return absl::OkStatus();
 }
 
-absl::Status MailboxHost::handle(actors::Context& cx, MailPeek m) {
-  absl::StatusOr<MailAddress> at = mem_address(m.address);
-  if (!at.ok()) {
-    m.reply_to.send(cx, failed(at.status()));
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<Letter>> letters =
-      m.parked ? core_->provider().peek_parked(*at, m.limit) : core_->provider().peek(*at, m.limit);
-  MailReply r = letters.ok() ? MailReply{} : failed(letters.status());
-  if (letters.ok()) add_letters(r, *letters);
-  m.reply_to.send(cx, std::move(r));
-  return absl::OkStatus();
-}
-
 absl::Status MailboxHost::handle(actors::Context& cx, MailStatusQuery m) {
   MailReply r;
-  if (m.address.empty()) {
-    absl::StatusOr<std::vector<MailboxStatus>> all = core_->provider().list_status();
-    if (!all.ok())
-      r = failed(all.status());
-    else
-      for (const MailboxStatus& s : *all) r.statuses.push_back(WireMailboxStatus::of(s));
-  } else {
-    absl::StatusOr<MailAddress> at = mem_address(m.address);
-    absl::StatusOr<MailboxStatus> s =
-        at.ok() ? core_->provider().status(*at) : absl::StatusOr<MailboxStatus>(at.status());
-    if (!s.ok())
-      r = failed(s.status());
-    else
-      r.statuses.push_back(WireMailboxStatus::of(*s));
-  }
+  absl::StatusOr<MailAddress> at = mem_address(m.address);
+  absl::StatusOr<MailboxStatus> s =
+      at.ok() ? core_->provider().status(*at) : absl::StatusOr<MailboxStatus>(at.status());
+  if (!s.ok())
+    r = failed(s.status());
+  else
+    r.statuses.push_back(WireMailboxStatus::of(*s));
   m.reply_to.send(cx, std::move(r));
   return absl::OkStatus();
 }
@@ -286,111 +237,21 @@ absl::Status MailboxHost::handle(actors::Context&, MailUnsubscribe m) {
   return absl::OkStatus();
 }
 
-absl::Status MailboxHost::handle(actors::Context& cx, MailRecover m) {
-  MailReply r;
-  if (m.address.empty()) {
-    absl::StatusOr<std::map<std::string, uint64_t>> all = core_->provider().recover_all();
-    if (!all.ok())
-      r = failed(all.status());
-    else
-      for (const auto& [a, n] : *all) r.counts.emplace_back(a, n);
-  } else {
-    absl::StatusOr<MailAddress> at = mem_address(m.address);
-    absl::StatusOr<uint64_t> n =
-        at.ok() ? core_->provider().recover(*at) : absl::StatusOr<uint64_t>(at.status());
-    if (!n.ok())
-      r = failed(n.status());
-    else
-      r.count = *n;
-  }
-  m.reply_to.send(cx, std::move(r));
+absl::Status MailboxHost::handle(actors::Context&, MailWaitIdle m) {
+  // Waits for deliveries, possibly for long: never on the actor's worker.
+  std::weak_ptr<HostCore> weak = core_;
+  core_->run_blocking([weak, timeout = absl::Nanoseconds(m.timeout_ns),
+                       reply_to = std::move(m.reply_to)] {
+    std::shared_ptr<HostCore> core = weak.lock();
+    if (!core) return;
+    absl::Status s = core->provider().wait_idle(absl::Now() + timeout);
+    reply_to.send(core->pusher(), s.ok() ? MailReply{} : failed(s));
+  });
   return absl::OkStatus();
 }
 
-absl::Status MailboxHost::handle(actors::Context& cx, MailAdmin m) {
-  MemProvider& p = core_->provider();
-  MailReply r;
-  if (m.op == "clear") {
-    absl::StatusOr<uint64_t> n = p.clear();
-    if (!n.ok())
-      r = failed(n.status());
-    else
-      r.count = *n;
-  } else if (m.op == "locate") {
-    absl::StatusOr<std::vector<CopyInfo>> copies = p.locate(m.arg);
-    if (!copies.ok())
-      r = failed(copies.status());
-    else
-      for (const CopyInfo& c : *copies) {
-        r.copies.push_back(WireCopy{WireKey{c.key.address, c.key.send_id, c.key.lease_id},
-                                    c.message_id, static_cast<uint8_t>(c.state)});
-      }
-  } else if (m.op == "dead-letter-topic" || m.op == "purge-parked") {
-    absl::StatusOr<MailAddress> at = mem_address(m.arg);
-    if (!at.ok()) {
-      r = failed(at.status());
-    } else if (m.op == "purge-parked") {
-      absl::StatusOr<uint64_t> n = p.purge_parked(*at);
-      if (!n.ok())
-        r = failed(n.status());
-      else
-        r.count = *n;
-    } else {
-      absl::StatusOr<MailAddress> topic = p.dead_letter_topic(*at);
-      if (!topic.ok())
-        r = failed(topic.status());
-      else
-        r.text = topic->canonical();
-    }
-  } else if (m.op == "wait-idle") {
-    int64_t ms = 0;
-    (void)absl::SimpleAtoi(m.arg, &ms);
-    std::weak_ptr<HostCore> weak = core_;
-    core_->run_blocking([weak, ms, reply_to = std::move(m.reply_to)] {
-      std::shared_ptr<HostCore> core = weak.lock();
-      if (!core) return;
-      absl::Status s = core->provider().wait_idle(absl::Now() + absl::Milliseconds(ms));
-      reply_to.send(core->pusher(), s.ok() ? MailReply{} : failed(s));
-    });
-    return absl::OkStatus();
-  } else if (std::optional<MailReply> retained = retained_admin(p, m)) {
-    r = *std::move(retained);
-  } else {
-    r = failed(absl::InvalidArgumentError(absl::StrCat("unknown mail admin op '", m.op, "'")));
-  }
-  m.reply_to.send(cx, std::move(r));
-  return absl::OkStatus();
-}
-
-absl::Status MailboxHost::handle(actors::Context& cx, MailCreate m) {
-  MailboxSpec spec;
-  spec.ttl = absl::Milliseconds(m.ttl_ms);
-  spec.max_messages = m.max_messages;
-  spec.max_message_bytes = m.max_message_bytes;
-  spec.durable_all = m.durable_all;
-  absl::StatusOr<CreateResult> created;
-  if (m.is_private) {
-    created = core_->provider().create_private_mailbox(spec);
-  } else {
-    absl::StatusOr<MailAddress> at = mem_address(m.address);
-    if (!at.ok()) {
-      m.reply_to.send(cx, failed(at.status()));
-      return absl::OkStatus();
-    }
-    created = core_->provider().create_mailbox(*at, spec);
-  }
-  if (!created.ok()) {
-    m.reply_to.send(cx, failed(created.status()));
-    return absl::OkStatus();
-  }
-  MailReply r;
-  r.text = created->mailbox.id;
-  r.flag = created->created;
-  r.count = static_cast<uint64_t>(absl::ToUnixMillis(created->mailbox.created_at));
-  if (created->mailbox.expires_at != absl::InfiniteFuture()) {
-    r.lease_expires_ns = absl::ToUnixNanos(created->mailbox.expires_at);
-  }
-  m.reply_to.send(cx, std::move(r));
+absl::Status MailboxHost::handle(actors::Context& cx, MailAdminCall m) {
+  m.reply_to.send(cx, post_internal::serve_admin(*core_->provider().admin(), m));
   return absl::OkStatus();
 }
 

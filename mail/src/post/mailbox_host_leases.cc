@@ -75,19 +75,6 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailFetch m) {
   return absl::OkStatus();
 }
 
-absl::Status MailboxHost::handle(actors::Context& cx, MailSettleKey m) {
-  absl::StatusOr<MailAddress> at = mem_address(m.key.address);
-  if (!at.ok()) {
-    m.reply_to.send(cx, failed(at.status()));
-    return absl::OkStatus();
-  }
-  absl::StatusOr<bool> took = core_->provider().settle(key_at(*at, m.key), m.disposition);
-  MailReply r = took.ok() ? MailReply{} : failed(took.status());
-  r.flag = took.ok() && *took;
-  m.reply_to.send(cx, std::move(r));
-  return absl::OkStatus();
-}
-
 absl::Status MailboxHost::handle(actors::Context& cx, MailSettleMany m) {
   std::optional<Disposition> disposition = parse_disposition(m.disposition);
   if (!disposition.has_value()) {

@@ -26,10 +26,10 @@ struct Link {
   // Sends `req` to the host and waits for its reply. A lost host → Unavailable naming it; a
   // verb the host refused → the host's status.
   template <class Req>
-  absl::StatusOr<MailReply> call(Req req, std::string_view verb,
-                                 std::optional<absl::Duration> wait = std::nullopt) const {
+  absl::StatusOr<typename Req::Reply> call(Req req, std::string_view verb,
+                                           std::optional<absl::Duration> wait = std::nullopt) const {
     actors::ActorRef<MailboxHost> ref(host);
-    absl::StatusOr<MailReply> r = ref.request(*cx, std::move(req), wait.value_or(timeout));
+    absl::StatusOr<typename Req::Reply> r = ref.request(*cx, std::move(req), wait.value_or(timeout));
     if (!r.ok()) {
       return absl::UnavailableError(absl::StrCat(
           "post: the mailbox host ", host.to_string(), " did not answer ", sv(verb), " (",

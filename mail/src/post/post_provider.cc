@@ -1,8 +1,10 @@
-// PostProvider: each verb is one request to the MailboxHost (post_messages.h).
+// PostProvider: each core verb is one request to the MailboxHost (post_messages.h); every admin
+// verb is one MailAdminCall (admin_wire.h).
 #include "postal/mail/post_provider.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "admin_wire.h"
 #include "pending_requests.h"
 #include "post_batcher.h"
 #include "post_link.h"
@@ -16,13 +18,6 @@ using post_internal::PostSubscription;
 
 CopyKey key_of(const WireKey& k) { return CopyKey{mem_to_post(k.address), k.send_id, k.lease_id}; }
 
-std::vector<Letter> letters_of(const MailReply& r) {
-  std::vector<Letter> out;
-  out.reserve(r.letters.size());
-  for (const WireLetter& w : r.letters) out.push_back(w.to_letter());
-  return out;
-}
-
 WireKey wire_key(const CopyKey& key) { return WireKey{key.address, key.send_id, key.lease_id}; }
 
 // Settles the leases of manual fetches at the host, by key (M-ACK-2), and controls them (M-ACK-6).
@@ -30,18 +25,15 @@ class PostSettler final : public LeaseSettler {
  public:
   explicit PostSettler(std::shared_ptr<Link> link) : link_(std::move(link)) {}
   bool settle(const CopyKey& key, Disposition disposition) override {
-    absl::StatusOr<bool> r = settle(key, to_string(disposition));
-    return r.ok() && *r;
+    return settle_all(std::span<const CopyKey>(&key, 1), disposition).front();
   }
   absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition) override {
-    if (!parse_disposition(disposition)) {
+    std::optional<Disposition> d = parse_disposition(disposition);
+    if (!d) {
       return UnsupportedCapabilityError("post", absl::StrCat("disposition '", sv(disposition), "'"),
                                         "post understands handled, discard, unhandled and terminate");
     }
-    absl::StatusOr<MailReply> r =
-        link_->call(MailSettleKey{wire_key(key), std::string(disposition), {}}, "settle");
-    if (!r.ok()) return r.status();
-    return r->flag;
+    return settle(key, *d);
   }
   std::vector<bool> settle_all(std::span<const CopyKey> keys, Disposition disposition) override {
     std::vector<bool> took(keys.size(), false);
@@ -143,7 +135,7 @@ void PostProvider::stop(const StopOptions& options) {
   // A long poll ends now; at the host it waits out its deadline (docs/decisions.md).
   pending_->cancel_waits(
       absl::FailedPreconditionError("post: the provider stopped while this fetch waited"));
-  if (options.purge) (void)clear();
+  if (options.purge) (void)run(admin::Clear{});
 }
 
 absl::StatusOr<PostReceipt> PostProvider::post(const MailAddress& to, Letter letter) {
@@ -261,163 +253,28 @@ absl::StatusOr<MailboxStatus> PostProvider::status(const MailAddress& address) {
   return s;
 }
 
-absl::StatusOr<std::vector<Letter>> PostProvider::peek(const MailAddress& address, size_t limit) {
-  absl::StatusOr<MailReply> r =
-      link_->call(MailPeek{address.canonical(), limit, false, {}}, "peek");
-  if (!r.ok()) return r.status();
-  return letters_of(*r);
-}
-
-absl::StatusOr<std::vector<MailboxStatus>> PostProvider::list_status() {
-  absl::StatusOr<MailReply> r = link_->call(MailStatusQuery{"", {}}, "status");
-  if (!r.ok()) return r.status();
-  std::vector<MailboxStatus> out;
-  bool running;
-  {
-    absl::MutexLock lock(&mu_);
-    running = running_;
-  }
-  for (const WireMailboxStatus& w : r->statuses) {
-    out.push_back(w.to_status());
-    if (!running) out.back().state = MailboxState::kOffline;
-  }
-  return out;
-}
-
-absl::StatusOr<uint64_t> PostProvider::recover(const MailAddress& address) {
-  absl::StatusOr<MailReply> r = link_->call(MailRecover{address.canonical(), {}}, "recover");
-  if (!r.ok()) return r.status();
-  return r->count;
-}
-
-absl::StatusOr<std::map<std::string, uint64_t>> PostProvider::recover_all() {
-  absl::StatusOr<MailReply> r = link_->call(MailRecover{"", {}}, "recover");
-  if (!r.ok()) return r.status();
-  std::map<std::string, uint64_t> out;
-  for (const auto& [a, n] : r->counts) out[mem_to_post(a)] = n;
-  return out;
-}
-
-absl::StatusOr<uint64_t> PostProvider::clear() {
-  absl::StatusOr<MailReply> r = link_->call(MailAdmin{"clear", "", {}}, "clear");
-  if (!r.ok()) return r.status();
-  return r->count;
-}
-
-absl::StatusOr<std::vector<CopyInfo>> PostProvider::locate(std::string_view message_id) {
-  absl::StatusOr<MailReply> r =
-      link_->call(MailAdmin{"locate", std::string(message_id), {}}, "locate");
-  if (!r.ok()) return r.status();
-  std::vector<CopyInfo> out;
-  for (const WireCopy& c : r->copies) {
-    out.push_back(CopyInfo{key_of(c.key), c.message_id, static_cast<CopyState>(c.state)});
-  }
-  return out;
-}
-
-absl::StatusOr<bool> PostProvider::settle(const CopyKey& key, std::string_view disposition) {
-  return PostSettler(link_).settle(key, disposition);
-}
-
-absl::StatusOr<MailAddress> PostProvider::dead_letter_topic(const MailAddress& address) {
-  absl::StatusOr<MailReply> r =
-      link_->call(MailAdmin{"dead-letter-topic", address.canonical(), {}}, "dead_letter_topic");
-  if (!r.ok()) return r.status();
-  return MailAddress::parse(mem_to_post(r->text));
-}
-
-absl::StatusOr<std::vector<Letter>> PostProvider::peek_parked(const MailAddress& address,
-                                                              size_t limit) {
-  absl::StatusOr<MailReply> r =
-      link_->call(MailPeek{address.canonical(), limit, true, {}}, "peek_parked");
-  if (!r.ok()) return r.status();
-  return letters_of(*r);
-}
-
-absl::StatusOr<uint64_t> PostProvider::purge_parked(const MailAddress& address) {
-  absl::StatusOr<MailReply> r =
-      link_->call(MailAdmin{"purge-parked", address.canonical(), {}}, "purge_parked");
-  if (!r.ok()) return r.status();
-  return r->count;
-}
-
 absl::Status PostProvider::wait_idle(absl::Time deadline) {
   absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
-  absl::StatusOr<MailReply> r =
-      link_->call(MailAdmin{"wait-idle", absl::StrCat(absl::ToInt64Milliseconds(left)), {}},
-                  "wait_idle", left + link_->timeout);
+  absl::StatusOr<MailReply> r = link_->call(
+      MailWaitIdle{absl::ToInt64Nanoseconds(left), {}}, "wait_idle", left + link_->timeout);
   return r.status();
 }
 
-namespace {
-
-// What a MailboxHost answered to a MailCreate; on success the stored bounds equal the requested
-// ones (M-BOX-1).
-CreateResult created_from(const MailReply& r, const MailboxSpec& spec, bool is_public) {
-  return CreateResult{
-      .mailbox =
-          MailboxInfo{.id = r.text,
-                      .is_public = is_public,
-                      .created_at = absl::FromUnixMillis(static_cast<int64_t>(r.count)),
-                      .expires_at = r.lease_expires_ns ? absl::FromUnixNanos(*r.lease_expires_ns)
-                                                       : absl::InfiniteFuture(),
-                      .max_messages = spec.max_messages,
-                      .max_message_bytes = spec.max_message_bytes,
-                      .durable_all = spec.durable_all},
-      .created = r.flag,
-      .address = {}};
-}
-
-MailCreate create_message(std::string address, const MailboxSpec& spec, bool is_private) {
-  MailCreate m;
-  m.address = std::move(address);
-  m.ttl_ms = absl::ToInt64Milliseconds(spec.ttl);
-  m.max_messages = spec.max_messages;
-  m.max_message_bytes = spec.max_message_bytes;
-  m.durable_all = spec.durable_all;
-  m.is_private = is_private;
-  return m;
-}
-
-}  // namespace
-
-absl::StatusOr<CreateResult> PostProvider::create_mailbox(const MailAddress& address,
-                                                          const MailboxSpec& spec) {
-  absl::StatusOr<MailReply> r =
-      link_->call(create_message(address.canonical(), spec, false), "create_mailbox");
-  if (!r.ok()) return r.status();
-  CreateResult created = created_from(*r, spec, true);
-  created.address = address.canonical();
-  return created;
-}
-
-absl::StatusOr<CreateResult> PostProvider::create_private_mailbox(const MailboxSpec& spec) {
-  absl::StatusOr<MailReply> r =
-      link_->call(create_message("", spec, true), "create_private_mailbox");
-  if (!r.ok()) return r.status();
-  CreateResult created = created_from(*r, spec, false);
-  created.address = absl::StrCat(sv(kScheme), "://", created.mailbox.id, "@private");
-  return created;
-}
-
-absl::Status PostProvider::delete_mailbox(const MailAddress& address) {
-  return link_->call(MailAdmin{"delete-mailbox", address.canonical(), {}}, "delete_mailbox")
-      .status();
-}
-
-absl::StatusOr<std::vector<std::string>> PostProvider::list_public() {
-  absl::StatusOr<MailReply> r = link_->call(MailAdmin{"list-public", "", {}}, "list_public");
-  if (!r.ok()) return r.status();
-  std::vector<std::string> out;
-  for (const auto& [address, unused] : r->counts) out.push_back(mem_to_post(address));
-  return out;
-}
-
-absl::StatusOr<bool> PostProvider::erase(const MailAddress& address, uint64_t seq) {
-  absl::StatusOr<MailReply> r =
-      link_->call(MailAdmin{"erase", absl::StrCat(seq, " ", address.canonical()), {}}, "erase");
-  if (!r.ok()) return r.status();
-  return r->flag;
+absl::StatusOr<AdminResult> PostProvider::run(const AdminRequest& request) {
+  absl::StatusOr<MailAdminCall> call = post_internal::admin_call(request);
+  if (!call.ok()) return call.status();
+  const std::string verb = call->verb;
+  absl::StatusOr<MailAdminReply> reply = link_->call(*std::move(call), verb);
+  if (!reply.ok()) return reply.status();
+  absl::StatusOr<AdminResult> result = post_internal::admin_result_of(request, *reply);
+  if (!result.ok()) return result;
+  if (auto* listed = std::get_if<admin::kIndex<admin::ListStatus>>(&*result)) {
+    absl::MutexLock lock(&mu_);
+    if (!running_) {
+      for (MailboxStatus& s : *listed) s.state = MailboxState::kOffline;
+    }
+  }
+  return result;
 }
 
 }  // namespace postal::mail

@@ -28,10 +28,12 @@ enum class Capability : uint8_t {
   kWaitIdle,     // wait_idle(): wait until dispatched deliveries have settled
   kRetained,     // create_mailbox(), delete_mailbox(), list_public(), erase(): retained
                  // mailboxes (M-KIND-2) — posts to them are stored, subscriptions replay
+  kPolicy,       // set_policy() / policy(): a queue mailbox's redelivery policy (M-RETRY-6)
 };
+inline constexpr Capability kLastCapability = Capability::kPolicy;
 
 // "post", "subscribe", "fetch", "manual-ack", "peek", "status", "enumerate", "recover", "clear",
-// "locate", "settle-by-key", "dead-letter", "parked", "wait-idle".
+// "locate", "settle-by-key", "dead-letter", "parked", "wait-idle", "retained", "policy".
 std::string_view to_string(Capability capability);
 
 }  // namespace postal::mail

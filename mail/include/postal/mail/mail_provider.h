@@ -4,8 +4,9 @@
 // The PostOffice (post_office.h) routes an address by its scheme to a provider (M-ADDR-3). It
 // parses and validates the address first (M-ADDR-2), checks `can()`, and only then calls the
 // provider, so a provider method receives a valid, canonical MailAddress of its own scheme and is
-// only called for operations it declared. Optional operations have default implementations that
-// return UnsupportedCapability; override the ones you declare.
+// only called for operations it declared. The interface holds only what every provider does;
+// the optional verbs (peek, recover, dead letters, retained mailboxes, policies, …) are typed
+// requests to the provider's MailAdmin (mail_admin.h), returned by `admin()`.
 //
 // What every provider guarantees (the conformance suite, tests/mail/mail_conformance.h, checks
 // it for each provider):
@@ -17,7 +18,7 @@
 //   * `subscribe` returns once established (M-RECV-2); push consumers settle by their status
 //     (M-ACK-4); a broadcast settles per delivery (M-RETRY-1); the settle watchdog (M-RETRY-4).
 //   * `fetch` leases are fixed at hand-out; one handle settles once; settlement is keyed by the
-//     copy (M-ACK-1, M-ACK-2); `peek` changes nothing (M-RECV-3).
+//     copy (M-ACK-1, M-ACK-2); admin::Peek changes nothing (M-RECV-3).
 //   * `stop` tears down every subscription and never deletes the backlog unless asked to purge;
 //     after it, `status` reports zero subscribers for the provider's subscriptions.
 //
@@ -40,6 +41,7 @@
 #include "postal/mail/deliver_policy.h"
 #include "postal/mail/delivery.h"
 #include "postal/mail/letter.h"
+#include "postal/mail/mail_admin.h"
 #include "postal/mail/mail_address.h"
 #include "postal/mail/mail_status.h"
 #include "postal/mail/mail_store.h"
@@ -106,16 +108,6 @@ struct PostReceipt {
   size_t deliveries = 0;  // subscribers it was pushed to
 };
 
-enum class CopyState : uint8_t { kQueued, kInFlight, kParked };
-std::string_view to_string(CopyState state);  // "queued", "in-flight", "parked"
-
-// One copy found by locate() (M-ACK-5).
-struct CopyInfo {
-  CopyKey key;  // lease_id != 0 only while in flight
-  std::string message_id;
-  CopyState state = CopyState::kQueued;
-};
-
 struct RecoverResult {
   uint64_t reclaimed = 0;
   bool supported = true;  // false: the provider has no leases to reclaim; 0 is not "all clear"
@@ -166,36 +158,12 @@ class MailProvider {
   virtual void fetch_batch_async(const MailAddress& address, const FetchOptions& options,
                                  FetchDone done);
 
-  // Optional operations, each guarded by its capability.
-  virtual absl::StatusOr<std::vector<Letter>> peek(const MailAddress& address, size_t limit);
-  virtual absl::StatusOr<std::vector<MailboxStatus>> list_status();  // kEnumerate
-  virtual absl::StatusOr<uint64_t> recover(const MailAddress& address);
-  virtual absl::StatusOr<std::map<std::string, uint64_t>> recover_all();  // kRecover
-  virtual absl::StatusOr<uint64_t> clear();
-  virtual absl::StatusOr<std::vector<CopyInfo>> locate(std::string_view message_id);
-  // kSettleByKey; `key.address` is canonical and of this provider's scheme.
-  virtual absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition);
-  virtual absl::StatusOr<MailAddress> dead_letter_topic(const MailAddress& address);
-  virtual absl::StatusOr<std::vector<Letter>> peek_parked(const MailAddress& address, size_t limit);
-  virtual absl::StatusOr<uint64_t> purge_parked(const MailAddress& address);
+  // The optional verbs (mail_admin.h), or null when it serves none. Owned by the provider.
+  virtual MailAdmin* admin() { return nullptr; }
   // OK once no delivery dispatched by this provider is queued or running; DeadlineExceeded at
   // `deadline`. Deliveries waiting in a retry backoff do not count: they wait for time. Called
   // from inside a callback it waits for that callback too, so it can only time out.
   virtual absl::Status wait_idle(absl::Time deadline);
-
-  // kRetained (M-KIND-2): a retained mailbox at `address` (public; `spec.name` is ignored, the
-  // address names it). Once it exists, posts to the address are stored and subscriptions replay.
-  virtual absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address,
-                                                      const MailboxSpec& spec);
-  // kRetained (M-BOX-4): a private retained mailbox; the store draws its id (128 bits from a
-  // CSPRNG) and the result's `address` (`<scheme>://<id>`) is the only way to reach it: it is
-  // never listed. `spec.name` and `spec.is_public` are ignored.
-  virtual absl::StatusOr<CreateResult> create_private_mailbox(const MailboxSpec& spec);
-  virtual absl::Status delete_mailbox(const MailAddress& address);
-  // Public retained mailboxes, as addresses of this provider's scheme (M-BOX-4).
-  virtual absl::StatusOr<std::vector<std::string>> list_public();
-  // M-RECV-5: removes the retained message `seq` (the `mbx-seq` header of its deliveries).
-  virtual absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq);
 };
 
 }  // namespace postal::mail

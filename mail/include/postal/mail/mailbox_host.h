@@ -25,6 +25,8 @@
 // in flight has its leases reclaimed by their own ack timeout (M-ACK-3).
 //
 // Blocking verbs (unsubscribe, wait-idle) run on helper threads, never on the actor's worker.
+// Admin verbs arrive as one MailAdminCall each and run on the actor, against the mem provider's
+// admin (mail_admin.h): a verb the mem provider serves is served here with no code of its own.
 #pragma once
 
 #include <memory>
@@ -47,9 +49,9 @@ class HostCore;
 
 class MailboxHost final
     : public actors::Actor,
-      public actors::Handles<MailHello, MailPost, MailFetch, MailSettleKey, MailSettleMany,
-                             MailLease, MailPeek, MailStatusQuery, MailSubscribe, MailUnsubscribe,
-                             MailRecover, MailAdmin, MailCreate> {
+      public actors::Handles<MailHello, MailPost, MailFetch, MailSettleMany, MailLease,
+                             MailStatusQuery, MailSubscribe, MailUnsubscribe, MailWaitIdle,
+                             MailAdminCall> {
  public:
   // `options.bus` null: an isolated bus (a host never shares the process-wide mem bus).
   explicit MailboxHost(MemOptions options = {});
@@ -63,16 +65,14 @@ class MailboxHost final
   absl::Status handle(actors::Context& cx, MailHello m) override;
   absl::Status handle(actors::Context& cx, MailPost m) override;
   absl::Status handle(actors::Context& cx, MailFetch m) override;
-  absl::Status handle(actors::Context& cx, MailSettleKey m) override;
   absl::Status handle(actors::Context& cx, MailSettleMany m) override;
   absl::Status handle(actors::Context& cx, MailLease m) override;
-  absl::Status handle(actors::Context& cx, MailPeek m) override;
   absl::Status handle(actors::Context& cx, MailStatusQuery m) override;
   absl::Status handle(actors::Context& cx, MailSubscribe m) override;
   absl::Status handle(actors::Context& cx, MailUnsubscribe m) override;
-  absl::Status handle(actors::Context& cx, MailRecover m) override;
-  absl::Status handle(actors::Context& cx, MailAdmin m) override;
-  absl::Status handle(actors::Context& cx, MailCreate m) override;
+  absl::Status handle(actors::Context& cx, MailWaitIdle m) override;
+  // Every admin verb (mail_admin.h), forwarded to the mem provider's admin (admin_wire.h).
+  absl::Status handle(actors::Context& cx, MailAdminCall m) override;
 
  private:
   MemOptions options_;

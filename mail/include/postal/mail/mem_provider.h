@@ -28,7 +28,7 @@
 // Dead letters (opt-in: `dead_letter`). A give-up from mailbox X at dead-letter depth d (d = how
 // many times the suffix ends X's path) writes one record to X + suffix at depth d + 1, or, when
 // d + 1 > max_nesting, parks it in X (`mbx-dead-letter-terminal: true`; never fetched, counted by
-// `mem.parkedCount`, read by peek_parked, removed by purge_parked). `create` refuses a suffix that
+// `mem.parkedCount`, read by admin::PeekParked, removed by admin::PurgeParked). `create` refuses a suffix that
 // canonicalization would rewrite. Without it, a give-up drops the copy and counts it in
 // `mem.droppedCount`.
 //
@@ -45,6 +45,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "postal/mail/mail_admin.h"
 #include "postal/mail/mail_provider.h"
 #include "postal/mail/mem_bus.h"
 #include "postal/mail/retained_mailboxes.h"
@@ -55,6 +56,7 @@ namespace postal::mail {
 namespace mem_internal {
 class CoreState;
 struct SubscriberState;
+struct AdminVerbs;
 }
 
 struct DeadLetterOptions {
@@ -76,7 +78,7 @@ struct MemOptions {
   std::shared_ptr<RetainedMailboxes> retained = nullptr;
 };
 
-class MemProvider final : public MailProvider {
+class MemProvider final : public MailProvider, private MailAdmin {
  public:
   static constexpr std::string_view kScheme = "mem";
 
@@ -124,26 +126,11 @@ class MemProvider final : public MailProvider {
   std::vector<bool> settle_all(std::span<const CopyKey> keys, Disposition disposition);
   std::optional<std::optional<absl::Time>> renew(const CopyKey& key);
   bool nack(const CopyKey& key, absl::Duration delay);
-  absl::StatusOr<std::vector<Letter>> peek(const MailAddress& address, size_t limit) override;
-  absl::StatusOr<std::vector<MailboxStatus>> list_status() override;
-  absl::StatusOr<uint64_t> recover(const MailAddress& address) override;
-  absl::StatusOr<std::map<std::string, uint64_t>> recover_all() override;
-  absl::StatusOr<uint64_t> clear() override;
-  absl::StatusOr<std::vector<CopyInfo>> locate(std::string_view message_id) override;
-  absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition) override;
-  absl::StatusOr<MailAddress> dead_letter_topic(const MailAddress& address) override;
-  absl::StatusOr<std::vector<Letter>> peek_parked(const MailAddress& address,
-                                                  size_t limit) override;
-  absl::StatusOr<uint64_t> purge_parked(const MailAddress& address) override;
   absl::Status wait_idle(absl::Time deadline) override;
-
-  // kRetained, when MemOptions::retained is set (mem_retained.cc).
-  absl::StatusOr<CreateResult> create_private_mailbox(const MailboxSpec& spec) override;
-  absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address,
-                                              const MailboxSpec& spec) override;
-  absl::Status delete_mailbox(const MailAddress& address) override;
-  absl::StatusOr<std::vector<std::string>> list_public() override;
-  absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq) override;
+  // Every admin verb (mail_admin.h): peek, list_status, recover(_all), clear, locate, settle by
+  // key, dead letters and parking, mailbox policies, and the retained-mailbox verbs when
+  // MemOptions::retained is set (mem_admin.cc).
+  MailAdmin* admin() override { return this; }
 
   // `post` without waiting for the store: `done` gets what `post` would return — for a retained
   // mailbox once its store has the message (on a delivery thread, after the commit), for any
@@ -158,7 +145,16 @@ class MemProvider final : public MailProvider {
                   RetainedMailboxes::PublishAsync how);
 
  private:
+  friend struct mem_internal::AdminVerbs;
   explicit MemProvider(MemOptions options);
+  absl::StatusOr<AdminResult> run(const AdminRequest& request) override;
+  // kRetained, when MemOptions::retained is set (mem_retained.cc); else UnsupportedCapability.
+  absl::StatusOr<CreateResult> create_private_mailbox(const MailboxSpec& spec);
+  absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address, const MailboxSpec& spec);
+  absl::Status delete_mailbox(const MailAddress& address);
+  absl::StatusOr<std::vector<std::string>> list_public();
+  absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq);
+  static absl::Status no_store();
   // Retained mailboxes (mem_retained.cc): the store's name for `address` when a retained
   // mailbox of that name exists.
   std::optional<std::string> retained_name(const MailAddress& address) const;

@@ -1,10 +1,11 @@
 // post_messages.h — the wire protocol between a `PostProvider` (post_provider.h) and the
 // `MailboxHost` actor (mailbox_host.h) that serves `post:` mailboxes.
 //
-// Every verb is one request message to the host, answered on its `reply_to` once port with a
-// `MailReply` (runtime::request). Which fields of the reply are filled depends on the verb; a
-// failed verb carries its status in `status` and nothing else. Push deliveries run the other
-// way: the host sends batches of them (`MailPush`) to the subscriber's port and the subscriber
+// Every core verb is one request message to the host, answered on its `reply_to` once port with
+// a `MailReply` (runtime::request). Which fields of the reply are filled depends on the verb; a
+// failed verb carries its status in `status` and nothing else. Every admin verb (mail_admin.h)
+// is one `MailAdminCall`, answered with a `MailAdminReply`. Push deliveries run the other way:
+// the host sends batches of them (`MailPush`) to the subscriber's port and the subscriber
 // answers each batch with one `MailSettled` on the subscription's settlement port; a push that
 // comes back undeliverable (the subscriber's proc is gone) counts as unhandled (M-ACK-4) and ends
 // that subscription.
@@ -88,16 +89,6 @@ struct WireMailboxStatus {
   MailboxStatus to_status() const;
 };
 
-struct WireCopy {
-  WireKey key;
-  std::string message_id;
-  uint8_t state = 0;  // CopyState
-  template <class A>
-  void serialize(A& a) {
-    a(key, message_id, state);
-  }
-};
-
 // One post's outcome in a batch: its refusal, or its receipt (mail_provider.h PostReceipt).
 struct WirePostReceipt {
   WireStatus status;
@@ -113,26 +104,33 @@ struct WirePostReceipt {
   absl::StatusOr<PostReceipt> to_receipt() const;
 };
 
-// The one reply type of every verb.
+// The reply of every core verb (the admin verbs': MailAdminReply).
 struct MailReply {
   WireStatus status;
-  std::vector<WireLetter> letters;                       // fetch (a batch), peek, peek_parked
-  WireKey key;                                           // create
-  std::optional<int64_t> lease_expires_ns;               // create; lease renew (unset: never)
-  std::vector<WireMailboxStatus> statuses;               // status (1), list_status
-  std::vector<WireCopy> copies;                          // locate
-  std::vector<std::pair<std::string, uint64_t>> counts;  // recover_all
-  uint64_t count = 0;  // recover, clear, purge_parked; hello: capability bits
-  bool flag = false;   // settle: took effect
-  std::string text;    // subscribe: subscription id; dead_letter_topic
+  std::vector<WireLetter> letters;          // fetch (a batch)
+  std::optional<int64_t> lease_expires_ns;  // lease renew (unset: never)
+  std::vector<WireMailboxStatus> statuses;  // status
+  uint64_t count = 0;  // hello: capability bits
+  bool flag = false;   // lease: took effect; unsubscribe: was active
+  std::string text;    // subscribe: subscription id
   std::vector<WireKey> keys;           // fetch: letters[i]'s copy and lease
   std::vector<int64_t> expires_ns;     // fetch: letters[i]'s lease end, Unix ns; 0 = never
   std::vector<uint8_t> flags;          // settle_all: keys[i]'s settlement took effect
   std::vector<WirePostReceipt> receipts;  // post: letters[i]'s outcome
   template <class A>
   void serialize(A& a) {
-    a(status, letters, key, lease_expires_ns, statuses, copies, counts, count, flag, text, keys,
-      expires_ns, flags, receipts);
+    a(status, letters, lease_expires_ns, statuses, count, flag, text, keys, expires_ns, flags,
+      receipts);
+  }
+};
+
+// What an admin verb answered: its status, and on success its result (admin_wire.h).
+struct MailAdminReply {
+  WireStatus status;
+  std::string result;
+  template <class A>
+  void serialize(A& a) {
+    a(status, result);
   }
 };
 
@@ -219,28 +217,7 @@ struct MailLease {  // renew(key) → flag, lease_expires_ns; or nack(key, delay
     a(key, renew, delay_ns, reply_to);
   }
 };
-struct MailSettleKey {  // settle(key, disposition) → flag
-  using Reply = MailReply;
-  WireKey key;
-  std::string disposition;
-  runtime::OncePortRef<MailReply> reply_to;
-  template <class A>
-  void serialize(A& a) {
-    a(key, disposition, reply_to);
-  }
-};
-struct MailPeek {  // peek, or peek_parked when `parked`
-  using Reply = MailReply;
-  std::string address;
-  uint64_t limit = 1;
-  bool parked = false;
-  runtime::OncePortRef<MailReply> reply_to;
-  template <class A>
-  void serialize(A& a) {
-    a(address, limit, parked, reply_to);
-  }
-};
-struct MailStatusQuery {  // status(address); every mailbox when `address` is empty
+struct MailStatusQuery {  // status(address) → statuses[0]
   using Reply = MailReply;
   std::string address;
   runtime::OncePortRef<MailReply> reply_to;
@@ -280,46 +257,28 @@ struct MailUnsubscribe {  // answered once no callback of the subscription runs 
     a(subscription_id, reply_to);
   }
 };
-struct MailRecover {  // recover(address); recover_all when `address` is empty
+struct MailWaitIdle {  // wait_idle: answered once the host's deliveries are idle, or at the timeout
   using Reply = MailReply;
-  std::string address;
+  int64_t timeout_ns = 0;
   runtime::OncePortRef<MailReply> reply_to;
   template <class A>
   void serialize(A& a) {
-    a(address, reply_to);
-  }
-};
-// Admin verbs on the host's backlog, by `op`: "clear", "locate" (arg: message id),
-// "dead-letter-topic" (arg: address), "purge-parked" (arg: address), "wait-idle" (arg: timeout
-// in milliseconds, decimal); for retained mailboxes (kRetained): "delete-mailbox" (arg:
-// address), "list-public" (reply: `counts`, names with 0), "erase" (arg: "<seq> <address>",
-// reply: `flag`).
-struct MailAdmin {
-  using Reply = MailReply;
-  std::string op;
-  std::string arg;
-  runtime::OncePortRef<MailReply> reply_to;
-  template <class A>
-  void serialize(A& a) {
-    a(op, arg, reply_to);
+    a(timeout_ns, reply_to);
   }
 };
 
-// create_mailbox of a retained mailbox (kRetained); with `is_private` create_private_mailbox
-// (`address` empty: the store draws the id). Reply: `text` the store name, `flag` created,
-// `count` created_at (Unix ms), `lease_expires_ns` its expiry (unset: never).
-struct MailCreate {
-  using Reply = MailReply;
-  std::string address;
-  int64_t ttl_ms = 0;
-  uint64_t max_messages = 0;
-  uint64_t max_message_bytes = 0;
-  bool durable_all = false;
-  runtime::OncePortRef<MailReply> reply_to;
-  bool is_private = false;
+// Every admin verb (mail_admin.h) is this one message: the verb's name and its fields, encoded
+// by admin_wire (addresses as canonical post:// text). A request the host cannot decode — an
+// unknown verb, malformed fields, an address that does not parse — is answered with an error
+// status, and nothing runs.
+struct MailAdminCall {
+  using Reply = MailAdminReply;
+  std::string verb;     // admin::<Verb>::kName
+  std::string request;  // the verb's fields
+  runtime::OncePortRef<MailAdminReply> reply_to;
   template <class A>
   void serialize(A& a) {
-    a(address, ttl_ms, max_messages, max_message_bytes, durable_all, reply_to, is_private);
+    a(verb, request, reply_to);
   }
 };
 
@@ -335,13 +294,11 @@ POSTAL_MESSAGE(postal::mail::MailPush, "postal.mail.Push");
 POSTAL_MESSAGE(postal::mail::MailHello, "postal.mail.Hello");
 POSTAL_MESSAGE(postal::mail::MailPost, "postal.mail.Post");
 POSTAL_MESSAGE(postal::mail::MailFetch, "postal.mail.Fetch");
-POSTAL_MESSAGE(postal::mail::MailSettleKey, "postal.mail.SettleKey");
 POSTAL_MESSAGE(postal::mail::MailSettleMany, "postal.mail.SettleMany");
 POSTAL_MESSAGE(postal::mail::MailLease, "postal.mail.Lease");
-POSTAL_MESSAGE(postal::mail::MailPeek, "postal.mail.Peek");
 POSTAL_MESSAGE(postal::mail::MailStatusQuery, "postal.mail.StatusQuery");
 POSTAL_MESSAGE(postal::mail::MailSubscribe, "postal.mail.Subscribe");
 POSTAL_MESSAGE(postal::mail::MailUnsubscribe, "postal.mail.Unsubscribe");
-POSTAL_MESSAGE(postal::mail::MailRecover, "postal.mail.Recover");
-POSTAL_MESSAGE(postal::mail::MailAdmin, "postal.mail.Admin");
-POSTAL_MESSAGE(postal::mail::MailCreate, "postal.mail.Create");
+POSTAL_MESSAGE(postal::mail::MailWaitIdle, "postal.mail.WaitIdle");
+POSTAL_MESSAGE(postal::mail::MailAdminCall, "postal.mail.AdminCall");
+POSTAL_MESSAGE(postal::mail::MailAdminReply, "postal.mail.AdminReply");

@@ -17,8 +17,11 @@
 // down, and the backlog is kept — a provider started again sees it; `stop({.purge = true})`
 // drops it. The destructor stops without purging. post, subscribe, fetch, settle, recover and
 // clear need a started office (FailedPrecondition otherwise); the read-only verbs — status,
-// peek, locate, peek_parked, dead_letter_topic — work at any time, and a stopped provider
-// reports its known mailboxes `offline`.
+// peek, locate, peek_parked, dead_letter_topic, policy — work at any time, and a stopped
+// provider reports its known mailboxes `offline`.
+//
+// The verbs past fetch are admin verbs (mail_admin.h): each method here routes one typed
+// request to its provider's MailAdmin, and `admin(verb)` runs any of them.
 //
 // Thread-safety: every method may be called concurrently, including from inside a subscription
 // callback. Providers are registered for the office's lifetime (never removed), so the pointers
@@ -36,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "postal/mail/mail_admin.h"
 #include "postal/mail/mail_errors.h"
 #include "postal/mail/mail_provider.h"
 
@@ -115,8 +119,35 @@ class PostOffice {
   absl::StatusOr<std::vector<std::string>> list_public(std::string_view scheme);
   absl::StatusOr<bool> erase(std::string_view address, uint64_t seq);
 
+  // ---- mailbox policies (M-RETRY-6; providers that declare kPolicy) ----
+  // Replaces the policy of a queue mailbox (mailbox_policy.h); an empty policy clears it. A bad
+  // policy fails with InvalidArgument and changes nothing.
+  absl::Status set_policy(std::string_view address, const MailboxPolicy& policy);
+  absl::StatusOr<MailboxPolicy> policy(std::string_view address);
+
   // Waits until every provider that can is idle (MailProvider::wait_idle).
   absl::Status wait_idle(absl::Duration timeout);
+
+  // ---- any admin verb (mail_admin.h) ----
+  // At the provider of the verb's address: parsed first (M-ADDR-2; the verb gets the canonical
+  // form), routed by scheme, its capability checked, and a running office when the verb needs
+  // one. The methods above are these, by name.
+  template <admin::Targeted V>
+  absl::StatusOr<typename V::Result> admin(V verb) {
+    std::string* at = admin::target(verb);
+    absl::StatusOr<Route> r = route(*at, V::kCapability, V::kName, V::kNeedsRunning);
+    if (!r.ok()) return r.status();
+    *at = r->address.canonical();
+    return run_admin(r->provider->admin(), r->provider->scheme(), std::move(verb));
+  }
+  // A verb of no one mailbox at the provider of `scheme`.
+  template <admin::Verb V>
+  absl::StatusOr<typename V::Result> admin(std::string_view scheme, V verb) {
+    absl::StatusOr<MailProvider*> p = provider_for(scheme, V::kCapability, V::kName,
+                                                   V::kNeedsRunning);
+    if (!p.ok()) return p.status();
+    return run_admin((*p)->admin(), (*p)->scheme(), std::move(verb));
+  }
 
  private:
   struct Route {
@@ -126,6 +157,9 @@ class PostOffice {
   // Parses, finds the provider, checks `op`. `verb` names the entry point in errors.
   absl::StatusOr<Route> route(std::string_view address, Capability op, std::string_view verb,
                               bool needs_running) const;
+  // The provider of `scheme`, checked like route() does.
+  absl::StatusOr<MailProvider*> provider_for(std::string_view scheme, Capability op,
+                                             std::string_view verb, bool needs_running) const;
   absl::Status check_running(std::string_view verb) const;
   std::vector<MailProvider*> providers() const;
 

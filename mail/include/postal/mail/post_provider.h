@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "postal/mail/mail_admin.h"
 #include "postal/mail/mail_provider.h"
 #include "postal/runtime/address.h"
 #include "postal/runtime/send_context.h"
@@ -61,7 +62,7 @@ struct PostOptions {
   absl::Duration timeout = absl::Seconds(10);  // per request
 };
 
-class PostProvider final : public MailProvider {
+class PostProvider final : public MailProvider, private MailAdmin {
  public:
   static constexpr std::string_view kScheme = "post";
 
@@ -89,25 +90,10 @@ class PostProvider final : public MailProvider {
                                                     const FetchOptions& options) override;
   // A stopped provider reports a known mailbox `offline` (the host's counts stay accurate).
   absl::StatusOr<MailboxStatus> status(const MailAddress& address) override;
-  absl::StatusOr<std::vector<Letter>> peek(const MailAddress& address, size_t limit) override;
-  absl::StatusOr<std::vector<MailboxStatus>> list_status() override;
-  absl::StatusOr<uint64_t> recover(const MailAddress& address) override;
-  absl::StatusOr<std::map<std::string, uint64_t>> recover_all() override;
-  absl::StatusOr<uint64_t> clear() override;
-  absl::StatusOr<std::vector<CopyInfo>> locate(std::string_view message_id) override;
-  absl::StatusOr<bool> settle(const CopyKey& key, std::string_view disposition) override;
-  absl::StatusOr<MailAddress> dead_letter_topic(const MailAddress& address) override;
-  absl::StatusOr<std::vector<Letter>> peek_parked(const MailAddress& address,
-                                                  size_t limit) override;
-  absl::StatusOr<uint64_t> purge_parked(const MailAddress& address) override;
   absl::Status wait_idle(absl::Time deadline) override;
-  // kRetained, when the host serves a store (its `store` spawn parameter).
-  absl::StatusOr<CreateResult> create_private_mailbox(const MailboxSpec& spec) override;
-  absl::StatusOr<CreateResult> create_mailbox(const MailAddress& address,
-                                              const MailboxSpec& spec) override;
-  absl::Status delete_mailbox(const MailAddress& address) override;
-  absl::StatusOr<std::vector<std::string>> list_public() override;
-  absl::StatusOr<bool> erase(const MailAddress& address, uint64_t seq) override;
+  // Every admin verb the host's provider serves (mail_admin.h), forwarded as it is: one round
+  // trip, no code per verb. A stopped provider reports list_status's mailboxes `offline`.
+  MailAdmin* admin() override { return this; }
 
   // Pipelined and batched: the post goes out at once while fewer than two batches of posts are
   // unanswered, else with the next batch, sent when an answer comes back (one request per batch;
@@ -118,6 +104,7 @@ class PostProvider final : public MailProvider {
 
  private:
   explicit PostProvider(std::shared_ptr<post_internal::Link> link);
+  absl::StatusOr<AdminResult> run(const AdminRequest& request) override;
 
   std::shared_ptr<post_internal::Link> link_;
   std::shared_ptr<post_internal::PendingRequests> pending_;

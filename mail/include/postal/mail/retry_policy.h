@@ -34,6 +34,7 @@ struct RetryPolicy {
   // InvalidArgument unless max_attempts >= 1, 0 <= base_delay <= max_delay, factor >= 1 and
   // 0 <= jitter <= 1.
   absl::Status validate() const;
+  bool operator==(const RetryPolicy&) const = default;
 };
 
 // The wait before the attempt after `failed_attempt` (1-based).
