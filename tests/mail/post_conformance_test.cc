@@ -17,6 +17,7 @@
 #include "postal/mail/system_headers.h"
 #include "postal/routing/node.h"
 #include "postal/runtime/client.h"
+#include "postal/wire/codec.h"
 #include "post_rig.h"
 #include "support/scratch_dir.h"
 
@@ -185,6 +186,36 @@ TEST(PostProvider, M_ADDR_2_BadAddressNeverReachesTheHost) {
   absl::Status s = office.post("post:orders@shop.test/inbox?x=1", Letter::text("x")).status();
   EXPECT_TRUE(IsInvalidMailboxAddress(s)) << s;
   EXPECT_EQ(office.status(kInbox)->exists, false);
+}
+
+// Admin verbs cross as one MailAdminCall (admin_wire.h): what a peer sends that does not decode
+// to a verb with a valid target is refused with a clear status, and nothing runs.
+TEST(PostProvider, M_ADDR_2_AMalformedAdminCallFromAPeerIsRefusedAndChangesNothing) {
+  std::shared_ptr<Rig> rig = make_rig({});
+  ASSERT_NE(rig, nullptr);
+  PostOffice office;
+  ASSERT_TRUE(office.register_provider(*provider_on(rig)).ok());
+  ASSERT_TRUE(office.start().ok());
+  ASSERT_TRUE(office.post(kInbox, Letter::text("kept")).ok());
+  auto call = [&](std::string verb, std::string bytes) {
+    absl::StatusOr<MailAdminReply> r = actors::ActorRef<MailboxHost>(rig->host).request(
+        *rig->client, MailAdminCall{std::move(verb), std::move(bytes), {}}, kWait);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->status.to_status() : r.status();
+  };
+  absl::Status unknown = call("drop_everything", "");
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument) << unknown;
+  EXPECT_NE(unknown.message().find("drop_everything"), std::string::npos) << unknown;
+  absl::Status garbage = call("purge_parked", std::string("\xff\xff\xff\xff\x01", 5));
+  EXPECT_EQ(garbage.code(), absl::StatusCode::kInvalidArgument) << garbage;
+  EXPECT_NE(garbage.message().find("malformed"), std::string::npos) << garbage;
+  absl::Status trailing = call("clear", "x");  // clear has no fields: the byte is not its
+  EXPECT_EQ(trailing.code(), absl::StatusCode::kInvalidArgument) << trailing;
+  absl::StatusOr<std::string> bad_target = wire::encode(admin::PurgeParked{"no address"});
+  ASSERT_TRUE(bad_target.ok());
+  absl::Status target = call("purge_parked", *bad_target);
+  EXPECT_TRUE(IsInvalidMailboxAddress(target)) << target;
+  EXPECT_EQ(office.status(kInbox)->unread_count, 1u) << "nothing ran";
 }
 
 TEST(PostProvider, SubscriberProcDeathRequeuesItsInFlightPushAndDropsTheSubscription) {

@@ -140,6 +140,18 @@ TEST(Any, HostileLengthPrefixIsRefusedBeforeAnyAllocation) {
   EXPECT_NE(s.message().find("exceeds"), absl::string_view::npos) << s;
 }
 
+// The first byte is the byte-order mark (1 little-endian, 0 big-endian): any other value is not
+// our encoding, even when the rest would decode (an empty value plus one stray byte would).
+TEST(Any, ABadByteOrderMarkIsDataLoss) {
+  std::string bytes(*Any::make(Big{{"x"}, "t", {}}).bytes());
+  ASSERT_EQ(bytes[0], 1);
+  bytes[0] = 'x';
+  Any a = Any::from_bytes(type_hash<Big>(), bytes);
+  absl::Status s = a.decode<Big>();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("byte-order mark"), absl::string_view::npos) << s;
+}
+
 TEST(Any, LargeValuesLiveOnTheHeapAndMove) {
   Any a = Any::make(Big{{std::string(100, 'z')}, "t", {}});
   Any b = std::move(a);

@@ -167,6 +167,43 @@ struct AdminVerbs {
     if (!at.ok()) return at.status();
     return p.erase(*at, v.seq);
   }
+
+  // ---- mailbox policies (M-RETRY-6, mem_policy.cc) ----
+  absl::StatusOr<MailAddress> queue_mailbox(std::string_view address, std::string_view verb) {
+    absl::StatusOr<MailAddress> at = MailAddress::parse(address);
+    if (!at.ok()) return at.status();
+    if (p.retained_name(*at)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          sv(verb), " ", at->canonical(),
+          ": a retained mailbox has no redelivery policy (its store keeps every message; erase "
+          "settles it); policies are for queue mailboxes"));
+    }
+    return at;
+  }
+
+  absl::StatusOr<admin::Done> operator()(const admin::SetPolicy& v) {
+    absl::StatusOr<MailAddress> at = queue_mailbox(v.address, admin::SetPolicy::kName);
+    if (!at.ok()) return at.status();
+    if (absl::Status s = v.policy.validate(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("set_policy ", at->canonical(), ": ",
+                                                 s.message(), "; the policy is unchanged"));
+    }
+    BusLock lock(bus());
+    if (v.policy.empty()) {
+      bus().policies.erase(at->canonical());
+    } else {
+      bus().policies[at->canonical()] = v.policy;
+    }
+    return admin::Done{};
+  }
+
+  absl::StatusOr<MailboxPolicy> operator()(const admin::GetPolicy& v) {
+    absl::StatusOr<MailAddress> at = queue_mailbox(v.address, admin::GetPolicy::kName);
+    if (!at.ok()) return at.status();
+    BusLock lock(bus());
+    auto it = bus().policies.find(at->canonical());
+    return it == bus().policies.end() ? MailboxPolicy{} : it->second;
+  }
 };
 
 }  // namespace mem_internal

@@ -32,11 +32,13 @@ void give_up_locked(BusState& bus, const std::shared_ptr<const Config>& config, 
                     std::string_view error) {
   absl::Time now = bus.clock->now();
   from.last_activity = now;
-  if (!config->dead_letter.has_value()) {
+  // M-RETRY-6: the mailbox's choice, else the provider's.
+  const std::optional<DeadLetterOptions> dead_letter = dead_letter_locked(bus, *config, from);
+  if (!dead_letter.has_value()) {
     ++from.dropped;  // dead-lettering is opt-in; counted, so nothing vanishes unseen
     return;
   }
-  const DeadLetterOptions& options = *config->dead_letter;
+  const DeadLetterOptions& options = *dead_letter;
   uint64_t depth = dead_letter_depth(from.address, options.suffix) + 1;
   uint64_t round = round_of(letter);
   // M-DLQ-1: one give-up, one record: a new copy with its own send id, the original `to`.

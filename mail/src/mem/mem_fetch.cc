@@ -148,10 +148,12 @@ bool CoreState::nack(const CopyKey& key, absl::Duration delay) {
   topic->in_flight.erase(key.send_id);
   const absl::Time now = bus->clock->now();
   topic->last_activity = now;
-  // The round cap holds for a delayed redelivery as for any other (M-RETRY-2).
-  if (config->max_rounds > 0 && round_of(letter) >= config->max_rounds) {
+  // The round cap (the mailbox's, else the provider's) holds for a delayed redelivery as for
+  // any other (M-RETRY-2, M-RETRY-6).
+  const uint64_t max_rounds = max_rounds_locked(*bus, *config, *topic);
+  if (max_rounds > 0 && round_of(letter) >= max_rounds) {
     give_up_locked(*bus, config, *topic, std::move(letter), DeadLetterReason::kConsumerNack, 1,
-                   absl::StrCat("nacked by the consumer; delivery round cap (", config->max_rounds,
+                   absl::StrCat("nacked by the consumer; delivery round cap (", max_rounds,
                                 ") reached"));
     return true;
   }

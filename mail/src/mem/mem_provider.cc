@@ -151,7 +151,6 @@ MemProvider::~MemProvider() { stop(StopOptions{}); }
 bool MemProvider::can(Capability op, const MailAddress*) const {
   if (op == Capability::kDeadLetter) return options_.dead_letter.has_value();
   if (op == Capability::kRetained) return options_.retained != nullptr;
-  if (op == Capability::kPolicy) return false;  // not yet
   return true;
 }
 
@@ -198,20 +197,17 @@ absl::StatusOr<Subscription> MemProvider::add_subscriber(const MailAddress& addr
                                                          const SubscribeOptions& options) {
   sub->topic = address.canonical();
   sub->config = core_->config;
-  if (options.retry.has_value() || options.settle_timeout.has_value()) {
-    // M-RETRY-5: this subscription's own redelivery; give-ups still follow the poster's.
-    if (options.retry.has_value()) {
-      if (absl::Status s = options.retry->validate(); !s.ok()) return s;
-    }
-    if (options.settle_timeout.value_or(absl::ZeroDuration()) < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "subscribe ", address.canonical(), ": settle_timeout must not be negative (0: none)"));
-    }
-    auto own = std::make_shared<mem_internal::Config>(*core_->config);
-    if (options.retry.has_value()) own->retry = options.retry;
-    if (options.settle_timeout.has_value()) own->settle_timeout = *options.settle_timeout;
-    sub->config = std::move(own);
+  // M-RETRY-5: this subscription's own redelivery, ahead of its mailbox's and the provider's;
+  // give-ups still follow the mailbox's and the poster's.
+  if (options.retry.has_value()) {
+    if (absl::Status s = options.retry->validate(); !s.ok()) return s;
   }
+  if (options.settle_timeout.value_or(absl::ZeroDuration()) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "subscribe ", address.canonical(), ": settle_timeout must not be negative (0: none)"));
+  }
+  sub->own_retry = options.retry;
+  sub->own_settle_timeout = options.settle_timeout;
   sub->core = core_;
   sub->bus = core_->bus;
   {

@@ -136,7 +136,7 @@ void on_watchdog(const std::weak_ptr<BusState>& weak_bus, const std::weak_ptr<Ch
     --chain->sub->in_flight;
   }
   chain->watchdog = 0;
-  absl::Duration timeout = chain->sub->config->settle_timeout;
+  const absl::Duration timeout = chain->settle_timeout;
   if (Topic* topic = bus->find_locked(chain->barrier->topic)) ++topic->watchdog_cancelled;
   report(MemEvent::kWatchdogFired,
          absl::StrCat("mem: delivery of ", chain->barrier->letter.headers.get(kSendId).value_or(""),
@@ -157,7 +157,8 @@ void on_result_locked(BusState& bus, const std::shared_ptr<Chain>& chain,
   std::string error = one_line(result);
   if (!IsRetriable(result)) return finish_locked(bus, chain, Outcome::kFatal, std::move(error));
   SubscriberState& sub = *chain->sub;
-  const std::optional<RetryPolicy>& retry = sub.config->retry;
+  // M-RETRY-5, M-RETRY-6: the subscription's policy, else its mailbox's, else the provider's.
+  const std::optional<RetryPolicy> retry = attempt_policy_locked(bus, sub).retry;
   std::shared_ptr<CoreState> core = sub.core.lock();
   // M-RETRY-2: only this subscriber is re-invoked, after an exponential backoff.
   if (retry.has_value() && chain->attempt < retry->max_attempts && sub.active && core &&
@@ -178,7 +179,7 @@ void on_result_locked(BusState& bus, const std::shared_ptr<Chain>& chain,
 
 // Under the lock: the attempt starts running (its callback is about to be invoked); its copy,
 // stamped with its attempt number. Null when the attempt is stale (cancelled meanwhile).
-std::optional<Letter> begin_attempt_locked(Chain& chain, uint64_t token) {
+std::optional<Letter> begin_attempt_locked(const BusState& bus, Chain& chain, uint64_t token) {
   if (chain.token != token || chain.phase != Phase::kQueued) return std::nullopt;
   SubscriberState& sub = *chain.sub;
   chain.phase = Phase::kRunning;
@@ -187,8 +188,8 @@ std::optional<Letter> begin_attempt_locked(Chain& chain, uint64_t token) {
   if (sub.async) ++sub.in_flight;
   Letter letter = chain.barrier->letter;
   letter.headers.set(kAttempt, uint64_t{chain.attempt});
-  if (sub.config->retry.has_value()) {
-    letter.headers.set(kMaxAttempts, uint64_t{sub.config->retry->max_attempts});
+  if (std::optional<RetryPolicy> retry = attempt_policy_locked(bus, sub).retry) {
+    letter.headers.set(kMaxAttempts, uint64_t{retry->max_attempts});
   }
   return letter;
 }
@@ -269,7 +270,7 @@ void drain_held(const std::shared_ptr<SubscriberState>& sub) {
       sub->held.pop_front();
       chain = w.lock();
       token = t;
-      if (chain) letter = begin_attempt_locked(*chain, token);
+      if (chain) letter = begin_attempt_locked(*bus, *chain, token);
     }
     if (letter.has_value()) invoke_attempt(*bus, chain, token, *letter);
   }
@@ -293,7 +294,7 @@ void run_attempt(const std::weak_ptr<Chain>& weak, uint64_t token) {
       sub->held.emplace_back(chain, token);
       return;
     }
-    letter = begin_attempt_locked(*chain, token);
+    letter = begin_attempt_locked(*bus, *chain, token);
   }
   if (!letter.has_value()) return;
   invoke_attempt(*bus, chain, token, *letter);
@@ -326,7 +327,8 @@ void start_attempt_locked(BusState& bus, const std::shared_ptr<Chain>& chain) {
   ++chain->attempt;
   ++bus.busy;
   // M-RETRY-4: the watchdog covers this attempt only, from dispatch; never a backoff wait.
-  absl::Duration timeout = sub.config->settle_timeout;
+  const absl::Duration timeout = attempt_policy_locked(bus, sub).settle_timeout;
+  chain->settle_timeout = timeout;
   if (timeout > absl::ZeroDuration()) {
     chain->watchdog = bus.clock->schedule_after(
         timeout, [weak_bus = sub.bus, weak = std::weak_ptr<Chain>(chain), token = chain->token] {

@@ -186,10 +186,11 @@ bool requeue_locked(BusState& bus, const std::shared_ptr<const Config>& config, 
   for (const auto& [due, waiting] : topic.delayed) {
     if (waiting.headers.get(kSendId) == send_id) return false;
   }
-  if (config->max_rounds > 0 && round_of(letter) >= config->max_rounds) {
-    give_up_locked(
-        bus, config, topic, std::move(letter), cap_reason, attempts,
-        absl::StrCat(sv(error), "; delivery round cap (", config->max_rounds, ") reached"));
+  // M-RETRY-6: the mailbox's round cap, else the provider's.
+  const uint64_t max_rounds = max_rounds_locked(bus, *config, topic);
+  if (max_rounds > 0 && round_of(letter) >= max_rounds) {
+    give_up_locked(bus, config, topic, std::move(letter), cap_reason, attempts,
+                   absl::StrCat(sv(error), "; delivery round cap (", max_rounds, ") reached"));
     return false;
   }
   letter.headers.erase(kAttempt.name);

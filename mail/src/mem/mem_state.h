@@ -33,6 +33,7 @@
 #include "postal/mail/letter.h"
 #include "postal/mail/mail_address.h"
 #include "postal/mail/mail_provider.h"
+#include "postal/mail/mailbox_policy.h"
 #include "postal/mail/mem_provider.h"
 #include "postal/mail/system_headers.h"
 
@@ -78,7 +79,10 @@ struct SubscriberState {
   MemProvider::AsyncMailHandler async_handler;
   bool async = false;  // set at creation: which of the two it is
   size_t max_in_flight = 1;
-  std::shared_ptr<const Config> config;
+  std::shared_ptr<const Config> config;  // the provider's
+  // M-RETRY-5: the subscription's own redelivery, ahead of the mailbox's and the provider's.
+  std::optional<RetryPolicy> own_retry;
+  std::optional<absl::Duration> own_settle_timeout;
   std::weak_ptr<CoreState> core;
   std::weak_ptr<BusState> bus;
   std::shared_ptr<DeliveryExecutor::Strand> strand;
@@ -141,6 +145,7 @@ struct Chain {
   uint64_t token = 0;  // identifies the current attempt; stale timers and tasks compare it
   Phase phase = Phase::kQueued;
   Clock::TimerId watchdog = 0;
+  absl::Duration settle_timeout;  // the current attempt's watchdog
   Clock::TimerId backoff = 0;
   std::string last_error;  // of the last failed attempt, for a chain cancelled in its backoff
 };
@@ -152,6 +157,9 @@ class BusState : public std::enable_shared_from_this<BusState> {
   absl::Mutex mu;
   const std::shared_ptr<Clock> clock;
   std::map<std::string, Topic> topics ABSL_GUARDED_BY(mu);  // sorted: snapshots are sorted
+  // M-RETRY-6: mailbox policies by canonical address; apart from `topics`, so setting one does
+  // not make a mailbox known, and it outlives the mailbox's content.
+  absl::flat_hash_map<std::string, MailboxPolicy> policies ABSL_GUARDED_BY(mu);
   uint64_t next_lease ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_token ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_subscriber ABSL_GUARDED_BY(mu) = 1;
@@ -259,6 +267,20 @@ size_t dead_letter_depth(const MailAddress& address, std::string_view suffix);
 // Where a give-up from `address` lands: address + suffix, or `address` itself at the cap.
 absl::StatusOr<MailAddress> dead_letter_topic_of(const DeadLetterOptions& options,
                                                  const MailAddress& address);
+
+// ---- mem_policy.cc: which settings govern a delivery (M-RETRY-5, M-RETRY-6) ----
+// Field by field: the subscription's own, else the mailbox's, else the provider's.
+struct AttemptPolicy {
+  std::optional<RetryPolicy> retry;
+  absl::Duration settle_timeout;
+};
+AttemptPolicy attempt_policy_locked(const BusState& bus, const SubscriberState& sub);
+// The mailbox's round cap, else the provider's (0: unlimited).
+uint64_t max_rounds_locked(const BusState& bus, const Config& config, const Topic& topic);
+// Whether and how a give-up from `topic` is dead-lettered: the mailbox's choice (with the
+// provider's options, or the defaults), else the provider's.
+std::optional<DeadLetterOptions> dead_letter_locked(const BusState& bus, const Config& config,
+                                                    const Topic& topic);
 
 // A letter as stored: `letter` with fresh system headers minted at the send boundary.
 Letter stamp_for_send(Letter letter, const MailAddress& to, absl::Time now);

@@ -50,7 +50,12 @@ class WireInputArchive
       : cereal::InputArchive<WireInputArchive, cereal::AllowEmptyClassElision>(this), in_(in) {
     uint8_t little = 0;
     read(&little, 1, 1);
-    if (little != 1) swap_ = true;  // written on a big-endian machine by cereal's own archive
+    // The byte-order mark cereal's portable archive writes: 1 little-endian, 0 big-endian.
+    // Anything else is not our encoding (bytes that would otherwise decode as "swapped").
+    if (little > 1) {
+      throw cereal::Exception("not a postal encoding: byte-order mark " + std::to_string(little));
+    }
+    swap_ = little == 0;  // written on a big-endian machine by cereal's own archive
   }
   // Reads `size` bytes of `element`-byte values, swapping their bytes if the writer was
   // big-endian.
