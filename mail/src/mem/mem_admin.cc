@@ -17,18 +17,25 @@ struct AdminVerbs {
   BusState& bus() { return *p.core_->bus; }
 
   // M-RECV-3: copies only; counts, leases and activity time stay as they were.
-  absl::StatusOr<std::vector<Letter>> operator()(const admin::Peek& v) {
-    absl::StatusOr<MailAddress> at = MailAddress::parse(v.address);
+  // Copies of up to `limit` letters of one of a mailbox's lists, oldest first.
+  template <class List>
+  absl::StatusOr<std::vector<Letter>> copies(std::string_view address, size_t limit,
+                                             List Topic::*list) {
+    absl::StatusOr<MailAddress> at = MailAddress::parse(address);
     if (!at.ok()) return at.status();
     BusLock lock(bus());
     std::vector<Letter> out;
     Topic* topic = bus().find_locked(at->canonical());
     if (topic == nullptr) return out;
-    for (const Letter& letter : topic->queue) {
-      if (out.size() >= v.limit) break;
+    for (const Letter& letter : topic->*list) {
+      if (out.size() >= limit) break;
       out.push_back(letter);
     }
     return out;
+  }
+
+  absl::StatusOr<std::vector<Letter>> operator()(const admin::Peek& v) {
+    return copies(v.address, v.limit, &Topic::queue);
   }
 
   absl::StatusOr<std::vector<MailboxStatus>> operator()(const admin::ListStatus&) {
@@ -108,17 +115,7 @@ struct AdminVerbs {
   }
 
   absl::StatusOr<std::vector<Letter>> operator()(const admin::PeekParked& v) {
-    absl::StatusOr<MailAddress> at = MailAddress::parse(v.address);
-    if (!at.ok()) return at.status();
-    BusLock lock(bus());
-    std::vector<Letter> out;
-    Topic* topic = bus().find_locked(at->canonical());
-    if (topic == nullptr) return out;
-    for (const Letter& letter : topic->parked) {
-      if (out.size() >= v.limit) break;
-      out.push_back(letter);
-    }
-    return out;
+    return copies(v.address, v.limit, &Topic::parked);
   }
 
   absl::StatusOr<uint64_t> operator()(const admin::PurgeParked& v) {
