@@ -138,6 +138,14 @@ void DialRouter::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle&
   route(std::move(env), ret, /*booked_only=*/false);
 }
 
+bool DialRouter::streams_to(const runtime::PortAddr& next_hop, bool booked_only) const {
+  absl::MutexLock lock(&mu_);
+  const runtime::ChannelAddr* booked = book_.lookup(next_hop.id);
+  if (booked == nullptr && booked_only) return false;
+  const runtime::ChannelAddr& addr = booked != nullptr ? *booked : next_hop.location.channel();
+  return addr.transport() != runtime::ChannelAddr::Transport::kInproc;
+}
+
 void DialRouter::route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, bool booked_only) {
   absl::StatusOr<std::shared_ptr<ChannelClient>> client;
   std::shared_ptr<ChannelClient> evicted;  // destroyed after the lock is released

@@ -1,13 +1,12 @@
 // Wire v2 DATA bodies: docs/wire.md §6 (layout) and §7 (the session dictionary).
 #include "envelope_codec.h"
 
-#include "le_bytes.h"
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "le_bytes.h"
 #include "postal/wire/absl_compat.h"
 #include "postal/wire/type_registry.h"
 #include "postal/wire/untrusted_scope.h"
@@ -63,10 +62,14 @@ FailureTarget split_target(const std::string& target) {
 
 std::optional<Port> port_of(uint8_t kind, uint64_t value) {
   switch (kind) {
-    case 0: return Port::ephemeral(value);
-    case 1: return Port::handler(value);
-    case 2: return Port::control(value);
-    default: return std::nullopt;
+    case 0:
+      return Port::ephemeral(value);
+    case 1:
+      return Port::handler(value);
+    case 2:
+      return Port::control(value);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -162,7 +165,8 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
   // (an address over the wire's bound, a full dictionary) rolls this frame's DEFINEs back.
   const bool has_hop = env.has_explicit_next_hop() && env.next_hop() != env.dest();
   std::vector<FailureTarget> targets;
-  for (const DeliveryFailure& f : env.delivery_failures()) targets.push_back(split_target(f.target));
+  for (const DeliveryFailure& f : env.delivery_failures())
+    targets.push_back(split_target(f.target));
   for (const FailureTarget& t : targets) {
     if (t.actor.size() > kMaxAddrText) {
       return absl::OutOfRangeError(absl::StrCat("an address of ", t.actor.size(),
@@ -170,8 +174,19 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
     }
   }
   if (env.data().type_hash() == 0) return absl::InvalidArgumentError("the envelope has no payload");
-  absl::StatusOr<std::string_view> payload = env.data().bytes();
-  if (!payload.ok()) return payload.status();
+  // §9.7: a payload streaming through a gateway has a size but no bytes yet; it can only
+  // travel as a transfer.
+  std::string_view payload;
+  uint64_t payload_len = 0;
+  if (const std::shared_ptr<wire::ByteStream>& stream = env.data().stream()) {
+    if (!chunked) return absl::InvalidArgumentError("a streamed payload travels only in chunks");
+    payload_len = stream->size();
+  } else {
+    absl::StatusOr<std::string_view> bytes = env.data().bytes();
+    if (!bytes.ok()) return bytes.status();
+    payload = *bytes;
+    payload_len = payload.size();
+  }
   if (env.delivery_failures().size() > std::numeric_limits<uint16_t>::max() ||
       env.headers().size() > std::numeric_limits<uint16_t>::max()) {
     return absl::InvalidArgumentError("too many headers or failures for one frame");
@@ -180,7 +195,7 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
   ++frame_;
   undo_.clear();
   absl::Status failed =
-      body(seq, env, has_hop, targets, *payload, max_body, with_payload, chunked, out);
+      body(seq, env, has_hop, targets, payload, payload_len, max_body, with_payload, chunked, out);
   if (!failed.ok()) roll_back();
   undo_.clear();
   return failed;
@@ -188,12 +203,15 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
 
 absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_hop,
                                    const std::vector<FailureTarget>& targets,
-                                   std::string_view payload_bytes, uint64_t max_body,
-                                   bool with_payload, bool chunked, std::string& out) {
+                                   std::string_view payload_bytes, uint64_t payload_len,
+                                   uint64_t max_body, bool with_payload, bool chunked,
+                                   std::string& out) {
   const std::string_view* payload = &payload_bytes;
   std::string defines, headers, failures;
   uint16_t define_count = 0;
-  auto actor_ref = [&](const std::string& text) { return ref(EntryKind::kActor, text, defines, define_count); };
+  auto actor_ref = [&](const std::string& text) {
+    return ref(EntryKind::kActor, text, defines, define_count);
+  };
   absl::StatusOr<uint32_t> sender_id = ref_actor(env.sender(), defines, define_count);
   absl::StatusOr<uint32_t> dest_id =
       sender_id.ok() ? ref_actor(env.dest().actor_addr(), defines, define_count) : sender_id;
@@ -279,7 +297,7 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
   put<uint32_t>(out, *dest_id);
   put<uint64_t>(out, env.dest().id.port.value());
   put<uint64_t>(out, env.data().type_hash());
-  put<uint64_t>(out, payload->size());
+  put<uint64_t>(out, payload_len);
   put<uint16_t>(out, define_count);
   put<uint16_t>(out, static_cast<uint16_t>(env.headers().size()));
   put<uint16_t>(out, static_cast<uint16_t>(env.delivery_failures().size()));
@@ -295,8 +313,8 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
 }
 
 absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view body, uint64_t& seq,
-                                                              uint64_t* chunked,
-                                                              uint64_t max_message_bytes) {
+                                                             uint64_t* chunked,
+                                                             uint64_t max_message_bytes) {
   wire::UntrustedScope untrusted;  // DEFINEs come from the network: bounded label interning
   Reader r(body);
   uint16_t flags = 0, define_count = 0, header_count = 0, failure_count = 0, reserved = 0;
@@ -306,8 +324,8 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
   if (!(r.get(seq) && r.get(flags) && r.get(ttl) && r.get(dest_kind) && r.get(sender_ref) &&
         r.get(dest_ref) && r.get(dest_value) && r.get(type_hash) && r.get(payload_len) &&
         r.get(define_count) && r.get(header_count) && r.get(failure_count) && r.get(reserved))) {
-    return stream_error(absl::StrCat("truncated: ", body.size(), " bytes, the fixed part is ",
-                                     kFixedBytes));
+    return stream_error(
+        absl::StrCat("truncated: ", body.size(), " bytes, the fixed part is ", kFixedBytes));
   }
   if (chunked != nullptr) *chunked = 0;
   if (flags & kChunked) {  // §6.6, §9.1
@@ -318,7 +336,8 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
                                        max_message_bytes, ")"));
     }
   }
-  if (flags & ~(kKnownFlags | kChunked)) return stream_error(absl::StrCat("unknown flags 0x", absl::Hex(flags)));
+  if (flags & ~(kKnownFlags | kChunked))
+    return stream_error(absl::StrCat("unknown flags 0x", absl::Hex(flags)));
   if (type_hash == 0) return stream_error("type hash 0");
   const std::optional<Port> dest_port = port_of(dest_kind, dest_value);
   if (!dest_port) return stream_error(absl::StrCat("unknown port kind ", dest_kind));
@@ -376,7 +395,8 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
   };
   const ActorAddr* sender = actor(sender_ref);
   const ActorAddr* dest = actor(dest_ref);
-  if (sender == nullptr || dest == nullptr) return stream_error("sender or dest is not an ACTOR ref");
+  if (sender == nullptr || dest == nullptr)
+    return stream_error("sender or dest is not an ACTOR ref");
   auto env = MessageEnvelope::make(*sender, dest->port(*dest_port), wire::Any(), ttl);
   env->set_return_undeliverable(flags & kReturnUndeliverable);
   if (hop_port) {
@@ -414,9 +434,24 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
         value = b == 1;
         break;
       }
-      case 1: { int64_t v = 0; ok = r.get(v); value = v; break; }
-      case 2: { uint64_t v = 0; ok = r.get(v); value = v; break; }
-      case 3: { double v = 0; ok = r.get(v); value = v; break; }
+      case 1: {
+        int64_t v = 0;
+        ok = r.get(v);
+        value = v;
+        break;
+      }
+      case 2: {
+        uint64_t v = 0;
+        ok = r.get(v);
+        value = v;
+        break;
+      }
+      case 3: {
+        double v = 0;
+        ok = r.get(v);
+        value = v;
+        break;
+      }
       case 4: {
         uint32_t len = 0;
         std::string_view text;
@@ -424,13 +459,15 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
         value = std::string(text);
         break;
       }
-      default: return stream_error(absl::StrCat("unknown header type ", type));
+      default:
+        return stream_error(absl::StrCat("unknown header type ", type));
     }
     if (!ok) return stream_error(absl::StrCat("header ", name, ": bad value"));
     env->headers().set_value(name, std::move(value));
   }
 
-  if (!fits(failure_count, kMinFailureBytes, r)) return stream_error("failure count past the frame");
+  if (!fits(failure_count, kMinFailureBytes, r))
+    return stream_error("failure count past the frame");
   for (uint16_t i = 0; i < failure_count; ++i) {
     uint8_t kind = 0, reason = 0, port_kind = 0;
     uint16_t fflags = 0, detail_len = 0;
@@ -505,8 +542,8 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
     return env;
   }
   if (r.left() != payload_len) {
-    return stream_error(absl::StrCat("payload of ", r.left(), " bytes, the header says ",
-                                     payload_len));
+    return stream_error(
+        absl::StrCat("payload of ", r.left(), " bytes, the header says ", payload_len));
   }
   env->data() = wire::Any::from_bytes(type_hash, std::string(r.rest()));
   return env;

@@ -93,7 +93,7 @@ class EnvelopeEncoder {
   // encode() once the envelope's counts are known to fit: refs, then the bytes.
   absl::Status body(uint64_t seq, runtime::MessageEnvelope& env, bool has_hop,
                     const std::vector<FailureTarget>& targets, std::string_view payload,
-                    uint64_t max_body, bool with_payload, bool chunked, std::string& out);
+                    uint64_t payload_len, uint64_t max_body, bool with_payload, bool chunked, std::string& out);
   // Undoes this frame's definitions (an envelope that fails after some refs were made).
   void roll_back();
 

@@ -32,8 +32,8 @@ absl::Status Gateway::add_peer(const runtime::Uid& gateway, runtime::MailboxSend
   absl::MutexLock lock(&mu_);
   if (!peers_.try_emplace(gateway, sender).second) {
     return absl::AlreadyExistsError(absl::StrCat("gateway ", gateway.to_string(),
-                                                 " is already a peer of gateway ",
-                                                 uid_.to_string(), "; remove it first"));
+                                                 " is already a peer of gateway ", uid_.to_string(),
+                                                 "; remove it first"));
   }
   return absl::OkStatus();
 }
@@ -50,7 +50,8 @@ void Gateway::set_forwarder(runtime::MailboxSender* forwarder) {
 
 runtime::ProcAddr Gateway::advertise(const runtime::ProcId& proc) const {
   // Vias are in path order from the channel: the gateways before this one, then this one.
-  runtime::Location loc = runtime::Location::via(uid_, runtime::Location::addr(location_.channel()));
+  runtime::Location loc =
+      runtime::Location::via(uid_, runtime::Location::addr(location_.channel()));
   const auto& before = location_.vias();
   for (auto it = before.rbegin(); it != before.rend(); ++it) loc = runtime::Location::via(*it, loc);
   return runtime::ProcAddr{proc, std::move(loc)};
@@ -74,47 +75,59 @@ void Gateway::post_from_network(EnvelopePtr env, runtime::ReturnHandle& ret,
   route(std::move(env), ret, &foreign);
 }
 
-void Gateway::route(EnvelopePtr env, runtime::ReturnHandle& ret, runtime::MailboxSender* foreign) {
-  runtime::NoBlockScope no_block;  // R-FLOW-2: a gateway never waits for a full mailbox
-  bool peeled = false;
-  runtime::MailboxSender* next = nullptr;
+Gateway::Next Gateway::resolve(const runtime::PortAddr& first,
+                               runtime::MailboxSender* foreign) const {
+  Next next;
+  const runtime::PortAddr* hop = &first;
+  for (;;) {
+    if (hop->location.is_via()) {
+      const runtime::Uid& via = hop->location.via_uid();
+      const bool self = via == uid_;
+      auto peer = self ? peers_.end() : peers_.find(via);
+      if (!self && peer == peers_.end()) {  // R-GW-1: a via naming neither → forwarder
+        next.sender = foreign != nullptr ? foreign : forwarder_;
+        return next;
+      }
+      next.hop = runtime::PortAddr{hop->id, hop->location.inner()};
+      hop = &*next.hop;
+      if (self) continue;  // peel our own hop and route again
+      next.sender = peer->second;
+      return next;
+    }
+    if (auto it = procs_.find(hop->id.actor.proc); it != procs_.end()) {
+      next.sender = it->second;  // no via left and the proc is attached here: deliver
+      return next;
+    }
+    // Having peeled our own hop, the proc should have been here.
+    if (!next.hop) next.sender = foreign != nullptr ? foreign : forwarder_;
+    return next;
+  }
+}
+
+bool Gateway::streams_to(const runtime::PortAddr& next_hop, runtime::MailboxSender* foreign) const {
+  Next next;
   {
     absl::ReaderMutexLock lock(&mu_);
-    for (;;) {
-      const runtime::PortAddr& hop = env->next_hop();
-      if (hop.location.is_via()) {
-        const runtime::Uid& via = hop.location.via_uid();
-        const bool self = via == uid_;
-        auto peer = self ? peers_.end() : peers_.find(via);
-        if (!self && peer == peers_.end()) {  // R-GW-1: a via naming neither → forwarder
-          next = foreign != nullptr ? foreign : forwarder_;
-          break;
-        }
-        runtime::PortAddr inner{hop.id, hop.location.inner()};
-        env->set_next_hop(std::move(inner));
-        peeled = true;
-        if (self) continue;  // peel our own hop and route again
-        next = peer->second;
-        break;
-      }
-      if (auto it = procs_.find(hop.id.actor.proc); it != procs_.end()) {
-        next = it->second;  // no via left and the proc is attached here: deliver
-        break;
-      }
-      if (peeled) {
-        next = nullptr;  // we peeled our own hop, so the proc should have been here
-        break;
-      }
-      next = foreign != nullptr ? foreign : forwarder_;
-      break;
-    }
+    next = resolve(next_hop, foreign);
   }
-  if (next == nullptr) {
+  return next.sender != nullptr && next.sender->accepts_stream(next.hop ? *next.hop : next_hop);
+}
+
+void Gateway::route(EnvelopePtr env, runtime::ReturnHandle& ret, runtime::MailboxSender* foreign) {
+  runtime::NoBlockScope no_block;  // R-FLOW-2: a gateway never waits for a full mailbox
+  Next next;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    next = resolve(env->next_hop(), foreign);
+  }
+  const bool peeled = next.hop.has_value();
+  if (peeled) env->set_next_hop(*std::move(next.hop));
+  if (next.sender == nullptr) {
     no_route(std::move(env), ret,
              peeled ? "the proc is not attached here" : "no forwarder for foreign locations");
     return;
   }
-  next->post(std::move(env), ret);
+  next.sender->post(std::move(env), ret);
 }
 
 }  // namespace postal::routing

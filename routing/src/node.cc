@@ -25,6 +25,11 @@ void Node::Relay::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle
   to->post(std::move(env), ret);
 }
 
+bool Node::Relay::accepts_stream(const runtime::PortAddr& next_hop) const {
+  runtime::MailboxSender* to = to_.load();
+  return to != nullptr && to->accepts_stream(next_hop);
+}
+
 void Node::Relay::return_envelope(runtime::EnvelopePtr env) {
   if (runtime::ReturnHandle* ret = ret_.load()) ret->return_envelope(std::move(env));
 }
@@ -45,13 +50,19 @@ void Node::Ingress::post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHand
   }
 }
 
+bool Node::Ingress::accepts_stream(const runtime::PortAddr& next_hop) const {
+  if (node_.gateway_)
+    return node_.gateway_->accepts_stream_from_network(next_hop, node_.dial_->booked_only());
+  return next_hop.id.actor.proc != node_.proc_->id() &&
+         node_.dial_->booked_only().accepts_stream(next_hop);
+}
+
 absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
   if (options.listen.transport() == runtime::ChannelAddr::Transport::kIpc &&
       !options.listen.is_abstract()) {
     // A socket path's folder is created if missing (topology files name paths under /tmp),
     // private to its user (R-SEC-3); a folder that exists keeps its mode.
-    const std::filesystem::path folder =
-        std::filesystem::path(options.listen.path()).parent_path();
+    const std::filesystem::path folder = std::filesystem::path(options.listen.path()).parent_path();
     std::error_code ignored;
     if (!std::filesystem::exists(folder, ignored) &&
         std::filesystem::create_directories(folder, ignored)) {
@@ -67,9 +78,8 @@ absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
   if (!server.ok()) return server.status();
   node->server_ = *std::move(server);
 
-  runtime::Location entry = options.location
-                                ? *options.location
-                                : runtime::Location::addr(node->server_->local_addr());
+  runtime::Location entry =
+      options.location ? *options.location : runtime::Location::addr(node->server_->local_addr());
   runtime::ProcOptions proc_options;
   proc_options.id = options.id;
   proc_options.scheduler = options.scheduler;

@@ -19,9 +19,9 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "postal/wire/absl_compat.h"
 #include "channel_auth.h"
 #include "postal/routing/channel_key.h"
+#include "postal/wire/absl_compat.h"
 #include "transports.h"
 
 namespace postal::routing::internal {
@@ -133,22 +133,29 @@ void StreamClientCore::fail_now(EnvelopePtr env, ReturnHandle& ret, DeliveryFail
 
 void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
   if (closed()) return fail_closed(std::move(env), ret);
-  // R-ENV-4: the payload is serialized once, here, on the posting thread (§13 rule 41).
-  absl::StatusOr<std::string_view> payload = env->data().bytes();
-  if (!payload.ok()) {  // cereal's exceptions become ProtocolMismatch at the wire boundary
-    std::string target = target_of(*env);
-    return fail_now(std::move(env), ret,
-                    DeliveryFailure::invalid_reference(std::move(target),
-                                                       runtime::InvalidReason::kProtocolMismatch,
-                                                       std::string(payload.status().message())));
+  // R-ENV-4: the payload is serialized once, here, on the posting thread (§13 rule 41) —
+  // unless it is still streaming through this gateway (§9.7): then only its size is known.
+  size_t size = 0;
+  if (const std::shared_ptr<wire::ByteStream>& stream = env->data().stream()) {
+    size = static_cast<size_t>(stream->size());
+  } else {
+    absl::StatusOr<std::string_view> payload = env->data().bytes();
+    if (!payload.ok()) {  // cereal's exceptions become ProtocolMismatch at the wire boundary
+      std::string target = target_of(*env);
+      return fail_now(std::move(env), ret,
+                      DeliveryFailure::invalid_reference(std::move(target),
+                                                         runtime::InvalidReason::kProtocolMismatch,
+                                                         std::string(payload.status().message())));
+    }
+    size = payload->size();
   }
   // R-CHAN-3: a payload over max_message_bytes fails alone, now (§9.1); the exact sizes are
   // checked when it is encoded, against the server's limits.
-  if (payload->size() > options_.max_message_bytes) {
+  if (size > options_.max_message_bytes) {
     std::string target = target_of(*env);
-    return fail_now(std::move(env), ret,
-                    DeliveryFailure::oversized_frame(std::move(target), payload->size(),
-                                                     options_.max_message_bytes));
+    return fail_now(
+        std::move(env), ret,
+        DeliveryFailure::oversized_frame(std::move(target), size, options_.max_message_bytes));
   }
   bool kick = false, defer = false, now = false;
   size_t full_queue = 0, full_bytes = 0;
@@ -159,14 +166,14 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
       // R-FLOW-3: what waits for a dial is bounded.
       if (dialing_.load(std::memory_order_relaxed) &&
           (queued_.size() >= options_.max_dial_queue ||
-           dial_queue_bytes_ + payload->size() > options_.max_dial_queue_bytes)) {
+           dial_queue_bytes_ + size > options_.max_dial_queue_bytes)) {
         full_queue = queued_.size();
         full_bytes = dial_queue_bytes_;
-      } else if ((overloaded = bounds_.admit(*env, payload->size()))) {
+      } else if ((overloaded = bounds_.admit(*env, size))) {
         // R-FLOW-2: past a queue bound (in total or for this destination) the post fails now.
       } else {
-        if (dialing_.load(std::memory_order_relaxed)) dial_queue_bytes_ += payload->size();
-        queued_.push_back(Queued{std::move(env), payload->size()});
+        if (dialing_.load(std::memory_order_relaxed)) dial_queue_bytes_ += size;
+        queued_.push_back(Queued{std::move(env), size});
         outstanding_.fetch_add(1, std::memory_order_relaxed);
         if (!kick_scheduled_ && !flush_deferred_) {
           if (runtime::can_defer_flush()) {
@@ -259,7 +266,8 @@ void StreamClientCore::fail_closed(EnvelopePtr env, ReturnHandle& ret) {
   }
   std::string target = target_of(*env);
   DeliveryFailure f = DeliveryFailure::transport_failure(
-      std::move(target), reason, absl::StrCat("channel ", addr_text_, " is closed: ", why.message()));
+      std::move(target), reason,
+      absl::StrCat("channel ", addr_text_, " is closed: ", why.message()));
   f.os_errno = err;
   fail_now(std::move(env), ret, std::move(f));
 }
@@ -323,9 +331,10 @@ void StreamClientCore::send_hello() {
   // §4.2: resume when something written is outstanding; otherwise present a new session, so a
   // server that lost its sessions has nothing to reject.
   // A transfer registered there (its DATA acked) resumes the session too (§9.5).
-  hello_resuming_ = written_ > acked_ ||
-                    std::any_of(transfers_.begin(), transfers_.end(),
-                                [&](const std::unique_ptr<Transfer>& t) { return t->seq < acked_; });
+  hello_resuming_ = written_ > acked_ || std::any_of(transfers_.begin(), transfers_.end(),
+                                                     [&](const std::unique_ptr<Transfer>& t) {
+                                                       return t->seq < acked_;
+                                                     });
   if (!hello_resuming_ && session_presented_) new_session();
   session_presented_ = true;
   v2::Hello hello;
@@ -384,11 +393,11 @@ void StreamClientCore::on_read(uint64_t gen, const boost::system::error_code& ec
 
 void StreamClientCore::on_dial_timeout(uint64_t gen) {
   if (gen != gen_ || closed() || link_ == Link::kUp || link_ == Link::kDown) return;
-  link_failed(gen, absl::StrCat(link_ == Link::kConnecting ? "connect" : "handshake",
-                                " took longer than ",
-                                absl::FormatDuration(std::min(options_.dial_timeout,
-                                                              options_.delivery_timeout)),
-                                " (dial_timeout)"));
+  link_failed(
+      gen,
+      absl::StrCat(link_ == Link::kConnecting ? "connect" : "handshake", " took longer than ",
+                   absl::FormatDuration(std::min(options_.dial_timeout, options_.delivery_timeout)),
+                   " (dial_timeout)"));
 }
 
 void StreamClientCore::connected() {
@@ -413,7 +422,8 @@ void StreamClientCore::link_failed(uint64_t gen, std::string why) {
     // A peer that went away with nothing of ours pending is routine (it stopped); say so only
     // when envelopes are waiting on it.
     if (anything_pending()) {
-      log().warn(absl::StrCat("channel ", addr_text_, ": connection lost (", why, "); reconnecting"));
+      log().warn(
+          absl::StrCat("channel ", addr_text_, ": connection lost (", why, "); reconnecting"));
     }
     outage_ = true;
   }
@@ -451,6 +461,14 @@ void StreamClientCore::schedule_reconnect() {
   });
 }
 
+bool StreamClientCore::waiting_on_upstream() const {
+  if (transfers_.empty() || link_ != Link::kUp || acked_ != next_seq_) return false;
+  for (const std::unique_ptr<Transfer>& t : transfers_) {
+    if (!t->stream || t->received != t->sent || t->ending) return false;
+  }
+  return true;
+}
+
 bool StreamClientCore::anything_pending() const {
   return outstanding_.load(std::memory_order_acquire) > 0;
 }
@@ -478,6 +496,10 @@ void StreamClientCore::on_deadline(const boost::system::error_code& ec) {
     return;
   }
   if (absl::Now() - progress_at_ < options_.delivery_timeout) return arm_deadline();
+  if (waiting_on_upstream()) {  // §9.11: no ack is due; the bytes are
+    progress_at_ = absl::Now();
+    return arm_deadline();
+  }
   close_channel(TransportReason::kAckTimedOut,
                 absl::DeadlineExceededError(absl::StrCat(
                     "channel ", addr_text_, ": no ack for seq ", acked_, " within ",
@@ -524,11 +546,12 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   bounds_.clear();  // R-FLOW-2
   // §11: a closing client says so when it can do it cleanly (no DATA frame cut in half).
   if (link_ == Link::kUp && send_offset_ == 0 && !cut_half_ && control_sent_ == 0 &&
-      !waiting_writable_ &&
-      absl::IsCancelled(why)) {
+      !waiting_writable_ && absl::IsCancelled(why)) {
     std::string goodbye;
     v2::append(goodbye, v2::Goodbye{static_cast<uint16_t>(v2::GoodbyeCode::kClientClosing),
-                                    next_seq_, {}, "the client closed the channel"});
+                                    next_seq_,
+                                    {},
+                                    "the client closed the channel"});
     [[maybe_unused]] const ssize_t n =
         ::send(socket_.native_handle(), goodbye.data(), goodbye.size(), MSG_NOSIGNAL);
   }
@@ -598,10 +621,9 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, Channel
   // A background dial of a tcp host name resolves on the I/O thread; a numeric host, an ipc
   // path and a foreground dial resolve here (without DNS for the first two).
   boost::system::error_code not_numeric;
-  const bool resolve_later = in_background &&
-                             addr.transport() == ChannelAddr::Transport::kTcp &&
-                             (boost::asio::ip::make_address(std::string(addr.host()), not_numeric),
-                              not_numeric);
+  const bool resolve_later =
+      in_background && addr.transport() == ChannelAddr::Transport::kTcp &&
+      (boost::asio::ip::make_address(std::string(addr.host()), not_numeric), not_numeric);
   if (!resolve_later) {
     absl::StatusOr<std::vector<Endpoint>> resolved = endpoints_of(addr, /*passive=*/false);
     if (!resolved.ok()) {

@@ -54,7 +54,12 @@
 // later envelope of a pair whose transfer has not written its last chunk yet is *held* (`held_`)
 // and sequenced once that chunk is out; after a reconnect, the remaining chunks of a transfer
 // whose pair was released go out before any DATA frame. A transfer's envelope is the client's
-// until the server acks its last byte; it counts as outstanding until then.
+// until the server acks its last byte; it counts as outstanding until then. At a gateway the
+// payload of a transfer may still be arriving (§9.7, payload_stream.h): its chunks are cut from
+// what the stream holds, the stream wakes the client when more comes, and what the server acks
+// is released to it. An ABORT is due when such a stream's upstream aborts or the server
+// CANCELs (rule 31); it goes once the transfer's DATA and any chunk cut in half are written,
+// and the transfer is then dropped without a return (whoever gave up returns it).
 #pragma once
 
 #include <array>
@@ -75,6 +80,7 @@
 #include "absl/time/time.h"
 #include "envelope_codec.h"
 #include "frames_v2.h"
+#include "payload_stream.h"
 #include "postal/routing/channel.h"
 #include "postal/routing/channel_client.h"
 #include "postal/runtime/deferred_flush.h"
@@ -122,13 +128,10 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   // R-FLOW-4: what the heartbeats found out (channel_client.h).
   ChannelClient::Liveness liveness() const {
     return {heartbeat_on_.load(std::memory_order_acquire),
-            peer_dead_.load(std::memory_order_acquire),
-            deaths_.load(std::memory_order_acquire)};
+            peer_dead_.load(std::memory_order_acquire), deaths_.load(std::memory_order_acquire)};
   }
   absl::Status status() const;
-  size_t unacked() const {
-    return closed() ? 0 : outstanding_.load(std::memory_order_acquire);
-  }
+  size_t unacked() const { return closed() ? 0 : outstanding_.load(std::memory_order_acquire); }
   // R-FLOW-2: what the client holds, in total and for one destination actor.
   QueueBounds::Held held() const { return bounds_.total(); }
   QueueBounds::Held held_for(const runtime::ActorId& dest) const {
@@ -139,19 +142,25 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   enum class Link { kDown, kConnecting, kHandshaking, kUp };
   // §9: one chunked payload in flight.
   struct Transfer {
-    uint64_t seq;                // its DATA frame's seq
-    std::string_view payload;    // the envelope's cached bytes
-    runtime::EnvelopePtr env;    // the envelope once its DATA is acked (before: in its Pending)
-    uint64_t sent = 0;           // payload bytes written in chunks on this connection
-    uint64_t received = 0;       // what the server holds (§9.4)
-    bool released = false;       // its last chunk was written once: its pair flows again
+    uint64_t seq;                           // its DATA frame's seq
+    uint64_t size = 0;                      // the payload's length
+    std::string_view payload;               // the envelope's cached bytes; empty when streamed
+    std::shared_ptr<PayloadStream> stream;  // §9.7: the bytes as they reach this gateway
+    runtime::EnvelopePtr env;     // the envelope once its DATA is acked (before: in its Pending)
+    uint64_t sent = 0;            // payload bytes written in chunks on this connection
+    uint64_t received = 0;        // what the server holds (§9.4)
+    bool released = false;        // its last chunk was written once: its pair flows again
+    bool ending = false;          // an ABORT is due (see above)
     runtime::ActorAddr from, to;  // its pair (§9.8)
+    // Payload bytes that can be cut now.
+    uint64_t available() const { return stream ? stream->end() : size; }
   };
   // A chunk frame cut by a write round: its 21-byte prefix and header, then a payload slice.
   struct ChunkCut {
     Transfer* transfer = nullptr;
     uint64_t offset = 0;
     size_t len = 0;
+    const char* data = nullptr;  // the payload's bytes at `offset`
     std::array<char, 21> head{};
     size_t done = 0;  // bytes of head + slice written (a chunk cut in half by a full socket)
   };
@@ -190,6 +199,17 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void on_reject(uint64_t gen, const v2::Reject& reject);
   void on_ack(uint64_t gen, const v2::Ack& ack);
   void on_goodbye(uint64_t gen, const v2::Goodbye& goodbye);
+  // §9.6 rule 31: the server gave a transfer up and returns its envelope; an ABORT is due.
+  void on_cancel(uint64_t gen, std::string_view body);
+  // Sends the ABORTs that are due and drops those transfers (their envelopes go silently);
+  // whether one is due that must wait for this write round.
+  bool end_transfers();
+  bool ending_transfers() const {
+    for (const std::unique_ptr<Transfer>& t : transfers_) {
+      if (t->ending) return true;
+    }
+    return false;
+  }
   // ---- Heartbeats (stream_client_heartbeat.cc) ----
   uint32_t offered_features() const;
   // Starts the ticks of this connection (after WELCOME), when the session has the feature.
@@ -201,13 +221,16 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void sequence();
   // Sequences `env` unless its pair must wait (§9.8 rule 34): then it joins `held_`.
   void admit(runtime::EnvelopePtr env);
+  // Whether `env` travels as a transfer: a payload over chunk_limit(), or one still streaming.
+  bool chunked(runtime::MessageEnvelope& env) const;
   // Whether `env` must wait behind its pair's transfer or for a transfer slot.
   bool must_hold(runtime::MessageEnvelope& env) const;
   // Sequences held envelopes that no longer need to wait, oldest first (rule 35).
   void release_held();
   // Encodes one envelope as the next DATA frame of the session; false when it failed alone.
   bool encode(runtime::EnvelopePtr& env);
-  // The server holds all of `t`: the envelope is delivered there (§9.4).
+  // The server holds all of `t`: the envelope is delivered there (§9.4). Also drops a transfer
+  // that ended (its envelope goes without a return).
   void finish_transfer(Transfer* t);
   // Cuts the chunks of a write round into `cuts_` (§9.9): `released` transfers only, or the
   // others whose DATA frame precedes seq `data_end`.
@@ -250,6 +273,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void new_session();
   void trim();
   bool anything_pending() const;
+  // §9.11: everything written is acked and what remains are transfers streaming through this
+  // gateway that wait for their upstream's bytes — the delivery timer does not run out on them.
+  bool waiting_on_upstream() const;
 
   IoThread& io_;
   const std::string addr_text_;
@@ -273,36 +299,36 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   runtime::TransportReason closed_reason_ ABSL_GUARDED_BY(mu_) =
       runtime::TransportReason::kChannelClosed;
   int closed_errno_ ABSL_GUARDED_BY(mu_) = 0;  // with DialFailed: the connect's errno
-  std::atomic<bool> dialing_{true};  // no connect has succeeded yet
+  std::atomic<bool> dialing_{true};            // no connect has succeeded yet
   std::atomic<bool> closed_{false};
   std::atomic<bool> rejected_{false};
   std::atomic<size_t> outstanding_{0};  // posted and neither acked nor returned
   // R-FLOW-2: the same envelopes counted against ChannelOptions' queue bounds, in total and per
   // destination actor; every site that lowers outstanding_ releases them here.
   QueueBounds bounds_;
-  std::atomic<bool> up_{false};         // link_ == kUp, for a worker's flush to look at
+  std::atomic<bool> up_{false};            // link_ == kUp, for a worker's flush to look at
   std::atomic<bool> heartbeat_on_{false};  // the session has the heartbeat feature
   std::atomic<bool> peer_dead_{false};     // declared dead, no WELCOME since
   std::atomic<uint64_t> deaths_{0};
 
   // Everything below: under io_mu_ (the I/O thread's handlers, a worker's inline flush).
   absl::Mutex io_mu_;
-  std::vector<Queued> taking_;  // the batch `sequence` took from queued_ (kept for capacity)
+  std::vector<Queued> taking_;   // the batch `sequence` took from queued_ (kept for capacity)
   std::deque<Pending> pending_;  // sequenced, unacked, by seq (contiguous)
   std::deque<runtime::EnvelopePtr> held_;  // waiting behind their pair's transfer (§9.8)
   std::vector<std::unique_ptr<Transfer>> transfers_;  // incomplete, by seq
-  std::vector<ChunkCut> cuts_;    // the chunks of the write round in progress
+  std::vector<ChunkCut> cuts_;                        // the chunks of the write round in progress
   std::optional<ChunkCut> cut_half_;  // a chunk the socket took part of: it goes on first
-  size_t round_robin_ = 0;        // the transfer that cuts first in the next round
-  size_t head_cuts_ = 0;          // cuts_[0, head_cuts_) go before the round's DATA frames
-  uint64_t batch_data_end_ = 0;   // the round's DATA frames end before this seq
-  uint64_t session_;             // the current client_session
+  size_t round_robin_ = 0;            // the transfer that cuts first in the next round
+  size_t head_cuts_ = 0;              // cuts_[0, head_cuts_) go before the round's DATA frames
+  uint64_t batch_data_end_ = 0;       // the round's DATA frames end before this seq
+  uint64_t session_;                  // the current client_session
   std::optional<v2::EnvelopeEncoder> encoder_;  // the session's dictionary, from its WELCOME
-  v2::Welcome limits_;            // the session's WELCOME (its limits are fixed per session)
+  v2::Welcome limits_;              // the session's WELCOME (its limits are fixed per session)
   bool session_presented_ = false;  // a HELLO presented session_ (a later new one needs a new id)
-  uint64_t next_seq_ = 0;      // seq of the next frame sequenced
-  uint64_t acked_ = 0;         // every seq below is acked
-  uint64_t next_to_send_ = 0;  // first seq not handed to a write on this link
+  uint64_t next_seq_ = 0;           // seq of the next frame sequenced
+  uint64_t acked_ = 0;              // every seq below is acked
+  uint64_t next_to_send_ = 0;       // first seq not handed to a write on this link
   // Every seq below was completely written to a socket of this session at least once (so the
   // server may have it); the frames from here to next_seq_ never left this process. ≥ acked_.
   uint64_t written_ = 0;
@@ -313,15 +339,15 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
   v2::FrameSplitter splitter_;
   std::vector<char> read_buf_;
-  size_t send_offset_ = 0;          // bytes of frame `next_to_send_` already written
-  std::string control_;             // the HELLO (then AUTH) being written, before any DATA
-  std::string hello_body_;          // R-SEC-1: the HELLO body as sent, which both MACs cover
-  bool challenged_ = false;         // R-SEC-1: a CHALLENGE was answered on this connection
-  size_t control_sent_ = 0;         // bytes of control_ written
-  bool waiting_writable_ = false;   // the socket was full; a wait for writability is pending
-  Link link_ = Link::kConnecting;   // dial connects synchronously first
-  uint64_t gen_ = 1;                // the connection generation; stale handlers compare it
-  bool hello_resuming_ = false;     // what the HELLO on this connection claimed
+  size_t send_offset_ = 0;         // bytes of frame `next_to_send_` already written
+  std::string control_;            // the HELLO (then AUTH) being written, before any DATA
+  std::string hello_body_;         // R-SEC-1: the HELLO body as sent, which both MACs cover
+  bool challenged_ = false;        // R-SEC-1: a CHALLENGE was answered on this connection
+  size_t control_sent_ = 0;        // bytes of control_ written
+  bool waiting_writable_ = false;  // the socket was full; a wait for writability is pending
+  Link link_ = Link::kConnecting;  // dial connects synchronously first
+  uint64_t gen_ = 1;               // the connection generation; stale handlers compare it
+  bool hello_resuming_ = false;    // what the HELLO on this connection claimed
   bool reconnect_scheduled_ = false;
   bool deadline_armed_ = false;
   absl::Time progress_at_;  // the last ACK, or when work arrived with nothing pending

@@ -2,8 +2,6 @@
 // the server's answers (WELCOME, ACK, REJECT, GOODBYE), resuming on a new session, sequencing and
 // encoding envelopes as DATA frames (§6.1), and the non-blocking gathered writes (§13). Every
 // function here runs holding io_mu_.
-#include "stream_client.h"
-
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -16,6 +14,7 @@
 #include "channel_auth.h"
 #include "postal/routing/channel_key.h"
 #include "postal/wire/absl_compat.h"
+#include "stream_client.h"
 
 namespace postal::routing::internal {
 
@@ -62,10 +61,25 @@ void StreamClientCore::handle(uint64_t gen, v2::Kind kind, std::string_view body
     case v2::Kind::kPing:
     case v2::Kind::kPong:
       return on_heartbeat_frame(gen, kind, body);
+    case v2::Kind::kCancel:
+      return on_cancel(gen, body);
     default:
       return link_failed(gen, absl::StrCat("protocol error: unexpected frame kind ",
                                            static_cast<int>(kind), " from the server"));
   }
+}
+
+void StreamClientCore::on_cancel(uint64_t gen, std::string_view body) {
+  if (link_ != Link::kUp) return link_failed(gen, "protocol error: CANCEL before WELCOME");
+  absl::StatusOr<v2::TransferEnd> cancel = v2::decode_transfer_end(body);
+  if (!cancel.ok()) {
+    return link_failed(gen, absl::StrCat("protocol error: CANCEL: ", cancel.status().message()));
+  }
+  // An unknown transfer is ignored: the CANCEL may cross its completion or this side's ABORT.
+  for (const std::unique_ptr<Transfer>& t : transfers_) {
+    if (t->seq == cancel->seq) t->ending = true;
+  }
+  flush_writes();
 }
 
 void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
@@ -122,7 +136,11 @@ void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
       if (t->seq >= welcome.next_expected) continue;
       auto listed = std::find_if(welcome.transfers.begin(), welcome.transfers.end(),
                                  [&](const v2::TransferProgress& p) { return p.seq == t->seq; });
-      if (listed == welcome.transfers.end() || listed->received >= t->payload.size()) {
+      if (listed != welcome.transfers.end() && listed->received == ~uint64_t{0}) {
+        t->ending = true;  // cancelled there (§9.5): an ABORT is due
+        continue;
+      }
+      if (listed == welcome.transfers.end() || listed->received >= t->size) {
         complete.push_back(t.get());
       } else {
         t->sent = t->received = listed->received;
@@ -171,11 +189,13 @@ void StreamClientCore::on_ack(uint64_t gen, const v2::Ack& ack) {
     if (p.received <= t->received) continue;
     t->received = p.received;
     window_moved = true;
-    if (t->received == t->payload.size()) finish_transfer(t);
+    if (t->stream) t->stream->release(t->received);  // §9.7: the gateway may take more
+    if (t->received == t->size) finish_transfer(t);
   }
   progress_at_ = absl::Now();  // §12 rule 40: every ACK restarts the delivery timer
   if (!anything_pending()) idle_ = true;
-  if (window_moved) flush_writes();  // the window opened: more chunks (or released envelopes)
+  // The window opened: more chunks (or released envelopes); or an ABORT still waits.
+  if (window_moved || ending_transfers()) flush_writes();
 }
 
 // ---- R-SEC-1: authentication (docs/wire.md §4.5) ----
@@ -214,8 +234,8 @@ void StreamClientCore::on_challenge(uint64_t gen, std::string_view body) {
 
 void StreamClientCore::on_reject(uint64_t gen, const v2::Reject& reject) {
   if (link_ != Link::kHandshaking) return link_failed(gen, "protocol error: REJECT after WELCOME");
-  std::string why = absl::StrCat("channel ", addr_text_,
-                                 ": the server rejected the session: ", reject.text);
+  std::string why =
+      absl::StrCat("channel ", addr_text_, ": the server rejected the session: ", reject.text);
   const uint16_t code = reject.code.value_or(0);
   if (reject.code && hello_resuming_ &&
       (code == static_cast<uint16_t>(v2::RejectCode::kSessionUnknown) ||
@@ -273,15 +293,16 @@ void StreamClientCore::resume_on_new_session(const std::string& why, bool server
   drop_connection(why);
   backoff_ = options_.reconnect_initial;  // the server is up: it just answered
   const std::string detail =
-      server_final
-          ? absl::StrCat(why, " (the server processed nothing more of the old session: the "
-                              "envelope was not delivered)")
-          : absl::StrCat(why, " (the envelope was written to the old session and not acked: it "
-                              "may or may not have been delivered)");
+      server_final ? absl::StrCat(why,
+                                  " (the server processed nothing more of the old session: the "
+                                  "envelope was not delivered)")
+                   : absl::StrCat(why,
+                                  " (the envelope was written to the old session and not acked: it "
+                                  "may or may not have been delivered)");
   for (EnvelopePtr& env : returned) {
     std::string target = target_of(*env);
-    DeliveryFailure f = DeliveryFailure::transport_failure(
-        std::move(target), TransportReason::kChannelClosed, detail);
+    DeliveryFailure f = DeliveryFailure::transport_failure(std::move(target),
+                                                           TransportReason::kChannelClosed, detail);
     f.maybe_delivered = !server_final;
     MessageEnvelope::undeliverable(std::move(env), std::move(f), returns_);
   }
@@ -299,7 +320,7 @@ void StreamClientCore::sequence() {
   const size_t limit = chunk_limit();
   for (Queued& q : taking_) {
     // The common case, no transfer under way and none coming: nothing can be held.
-    if (q.bytes <= limit && transfers_.empty() && held_.empty()) {
+    if (q.bytes <= limit && transfers_.empty() && held_.empty() && !q.env->data().stream()) {
       encode(q.env);
     } else {
       admit(std::move(q.env));
@@ -314,12 +335,16 @@ size_t StreamClientCore::chunk_limit() const {
   return static_cast<size_t>(std::min<uint64_t>(options_.chunk_bytes, frame - 17));
 }
 
+bool StreamClientCore::chunked(MessageEnvelope& env) const {
+  return env.data().stream() || env.data().bytes()->size() > chunk_limit();
+}
+
 bool StreamClientCore::must_hold(MessageEnvelope& env) const {
   const runtime::ActorAddr& to = env.dest().actor_addr();
   for (const std::unique_ptr<Transfer>& t : transfers_) {
     if (!t->released && t->from == env.sender() && t->to == to) return true;
   }
-  return env.data().bytes()->size() > chunk_limit() && transfers_.size() >= limits_.max_transfers;
+  return chunked(env) && transfers_.size() >= limits_.max_transfers;
 }
 
 void StreamClientCore::admit(EnvelopePtr env) {
@@ -347,19 +372,21 @@ void StreamClientCore::release_held() {
 }
 
 bool StreamClientCore::encode(EnvelopePtr& env) {
-  std::string_view payload = *env->data().bytes();  // serialized and cached by post
-  const bool chunked = payload.size() > chunk_limit();
+  // Serialized and cached by post, or still streaming in (§9.7).
+  std::shared_ptr<PayloadStream> stream = PayloadStream::of(env->data());
+  const std::string_view payload = stream ? std::string_view() : *env->data().bytes();
+  const uint64_t size = stream ? stream->size() : payload.size();
+  const bool chunked = stream || size > chunk_limit();
   Pending p{next_seq_, nullptr, std::string(), std::string_view(),
-            !chunked && payload.size() > kInlinePayload};
+            !chunked && size > kInlinePayload};
   auto fail = [&](DeliveryFailure f) {  // this envelope fails alone; the session carries on
     outstanding_.fetch_sub(1, std::memory_order_acq_rel);
     bounds_.release(*env);  // R-FLOW-2
     MessageEnvelope::undeliverable(std::move(env), std::move(f), returns_);
     return false;
   };
-  if (chunked && payload.size() > limits_.max_message_bytes) {  // R-CHAN-3, §9.1
-    return fail(DeliveryFailure::oversized_frame(target_of(*env), payload.size(),
-                                                 limits_.max_message_bytes));
+  if (chunked && size > limits_.max_message_bytes) {  // R-CHAN-3, §9.1
+    return fail(DeliveryFailure::oversized_frame(target_of(*env), size, limits_.max_message_bytes));
   }
   p.frame.reserve(v2::kPrefixBytes + 96 + (p.sliced || chunked ? 0 : payload.size()));
   p.frame.resize(v2::kPrefixBytes);
@@ -382,7 +409,14 @@ bool StreamClientCore::encode(EnvelopePtr& env) {
   if (chunked) {
     auto t = std::make_unique<Transfer>();
     t->seq = p.seq;
+    t->size = size;
     t->payload = payload;
+    if (stream) {
+      stream->set_consumer_wake([weak = weak_from_this()] {
+        if (std::shared_ptr<StreamClientCore> self = weak.lock()) self->kick();
+      });
+      t->stream = std::move(stream);
+    }
     t->from = env->sender();
     t->to = env->dest().actor_addr();
     p.transfer = t.get();
@@ -399,12 +433,18 @@ void StreamClientCore::finish_transfer(Transfer* t) {
                          [&](const std::unique_ptr<Transfer>& x) { return x.get() == t; });
   if (it == transfers_.end()) return;
   if (cut_half_ && cut_half_->transfer == t) cut_half_.reset();
-  for (Pending& p : pending_) {  // its DATA is acked, so normally trimmed already
-    if (p.transfer == t) p.transfer = nullptr;
+  // Its DATA is acked, so normally trimmed already; an ended transfer's may not be: its envelope
+  // then goes (and is counted) when trim() reaches it.
+  bool in_pending = false;
+  for (Pending& p : pending_) {
+    if (p.transfer == t) {
+      p.transfer = nullptr;
+      in_pending = true;
+    }
   }
   if (t->env) bounds_.release(*t->env);  // R-FLOW-2
-  transfers_.erase(it);  // the envelope (delivered at the server) goes with it
-  outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+  transfers_.erase(it);                  // the envelope (delivered at the server) goes with it
+  if (!in_pending) outstanding_.fetch_sub(1, std::memory_order_acq_rel);
   release_held();  // a slot is free (rule 24)
 }
 
@@ -428,16 +468,24 @@ void StreamClientCore::cut_chunks(bool released, uint64_t data_end, size_t& byte
     progress = false;
     for (size_t k = 0; k < n && cuts_.size() < 64; ++k) {
       Transfer* t = transfers_[(round_robin_ + k) % n].get();
-      if (t->released != released || (!released && t->seq >= data_end)) continue;
+      if (t->ending || t->released != released || (!released && t->seq >= data_end)) continue;
       const uint64_t from = cut_end(t);
       const uint64_t window_end = t->received + limits_.transfer_window;
-      const uint64_t end = std::min<uint64_t>({t->payload.size(), window_end, from + limit});
+      uint64_t end = std::min<uint64_t>({t->available(), window_end, from + limit});
       if (end <= from) continue;
+      const char* data = t->payload.data() + from;
+      if (t->stream) {  // §9.7: as far as one piece the gateway holds goes
+        const std::string_view piece = t->stream->slice(from, static_cast<size_t>(end - from));
+        if (piece.empty()) continue;
+        end = from + piece.size();
+        data = piece.data();
+      }
       if (!cuts_.empty() && bytes >= options_.max_batch_bytes) return;
       ChunkCut c;
       c.transfer = t;
       c.offset = from;
       c.len = static_cast<size_t>(end - from);
+      c.data = data;
       const uint32_t length = static_cast<uint32_t>(1 + 16 + c.len);
       std::memcpy(c.head.data(), &length, 4);
       c.head[4] = static_cast<char>(v2::Kind::kChunk);
@@ -451,15 +499,45 @@ void StreamClientCore::cut_chunks(bool released, uint64_t data_end, size_t& byte
   round_robin_ = (round_robin_ + 1) % n;
 }
 
+bool StreamClientCore::end_transfers() {
+  if (link_ != Link::kUp) return false;
+  std::vector<Transfer*> ended;
+  bool deferred = false;
+  for (const std::unique_ptr<Transfer>& t : transfers_) {
+    if (t->stream && t->stream->state() == PayloadStream::State::kAborted) t->ending = true;
+    if (!t->ending) continue;
+    // The ABORT follows the DATA frame, and a chunk cut in half is finished first (its bytes
+    // are the envelope's).
+    if (t->seq >= written_ || (cut_half_ && cut_half_->transfer == t.get())) {
+      deferred = true;
+      continue;
+    }
+    v2::append_abort(heartbeat_out_,
+                     v2::TransferEnd{t->seq, static_cast<uint8_t>(TransportReason::kChannelClosed),
+                                     "the transfer was given up before the server held it"});
+    ended.push_back(t.get());
+  }
+  for (Transfer* t : ended) finish_transfer(t);
+  return deferred;
+}
+
 void StreamClientCore::flush_writes() {
   if (closed() || waiting_writable_) return;
-  int err = 0;
-  switch (write_some(err)) {
-    case Written::kAll: return;
-    case Written::kFull: return wait_writable();
-    case Written::kFailed:
-      last_errno_ = err;
-      return link_failed(gen_, os_error(err));
+  // Two passes when an ABORT had to wait for this write round (its DATA frame, a chunk cut in
+  // half); later ones go with the next flush.
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool deferred = !transfers_.empty() && end_transfers();
+    int err = 0;
+    switch (write_some(err)) {
+      case Written::kAll:
+        if (deferred) continue;
+        return;
+      case Written::kFull:
+        return wait_writable();
+      case Written::kFailed:
+        last_errno_ = err;
+        return link_failed(gen_, os_error(err));
+    }
   }
 }
 
@@ -480,8 +558,7 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
     } else {
       skip -= c.head.size();
     }
-    iov[count++] = iovec{const_cast<char*>(c.transfer->payload.data()) + c.offset + skip,
-                         c.len - skip};
+    iov[count++] = iovec{const_cast<char*>(c.data) + skip, c.len - skip};
   };
   for (;;) {
     size_t count = 0, bytes = 0;
@@ -511,8 +588,8 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
         head_cuts_ = cuts_.size();
         for (const ChunkCut& c : cuts_) add_cut(c, count);
         for (const std::unique_ptr<Transfer>& t : transfers_) {
-          if (!t->released) continue;
-          if (cut_end(t.get()) < t->payload.size()) data_allowed = false;
+          if (!t->released || t->ending) continue;
+          if (cut_end(t.get()) < t->size) data_allowed = false;
         }
       }
       if (data_allowed && !pending_.empty()) {
@@ -531,8 +608,8 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
             offset -= p.frame.size();
           }
           if (!p.payload.empty()) {
-            iov[count++] = iovec{const_cast<char*>(p.payload.data()) + offset,
-                                 p.payload.size() - offset};
+            iov[count++] =
+                iovec{const_cast<char*>(p.payload.data()) + offset, p.payload.size() - offset};
             bytes += p.payload.size() - offset;
           }
           offset = 0;
@@ -584,7 +661,7 @@ bool StreamClientCore::advance(size_t n) {
     n -= left;
     Transfer* t = c.transfer;
     t->sent = c.offset + c.len;
-    if (t->sent == t->payload.size() && !t->released) released = t->released = true;
+    if (t->sent == t->size && !t->released) released = t->released = true;
     return true;
   };
   if (cut_half_ && n > 0) {
@@ -615,17 +692,17 @@ bool StreamClientCore::advance(size_t n) {
 
 void StreamClientCore::wait_writable() {
   waiting_writable_ = true;
-  socket_.async_wait(Socket::wait_write, [self = shared_from_this(), gen = gen_](
-                                             const boost::system::error_code& ec) {
-    absl::MutexLock lock(&self->io_mu_);
-    if (gen != self->gen_ || self->closed()) return;
-    self->waiting_writable_ = false;
-    if (ec) {
-      self->last_errno_ = errno_of(ec);
-      return self->link_failed(gen, os_error(ec));
-    }
-    self->flush_writes();
-  });
+  socket_.async_wait(Socket::wait_write,
+                     [self = shared_from_this(), gen = gen_](const boost::system::error_code& ec) {
+                       absl::MutexLock lock(&self->io_mu_);
+                       if (gen != self->gen_ || self->closed()) return;
+                       self->waiting_writable_ = false;
+                       if (ec) {
+                         self->last_errno_ = errno_of(ec);
+                         return self->link_failed(gen, os_error(ec));
+                       }
+                       self->flush_writes();
+                     });
 }
 
 void StreamClientCore::trim() {

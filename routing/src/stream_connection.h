@@ -53,9 +53,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ack_pending_ = false;
     progress_.clear();
     close_after_write_ = false;
-    v2::append(out_, v2::Goodbye{static_cast<uint16_t>(v2::GoodbyeCode::kServerStopping),
-                                 session_->next_expected, session_->progress(),
-                                 "the server is stopping"});
+    v2::append(
+        out_, v2::Goodbye{static_cast<uint16_t>(v2::GoodbyeCode::kServerStopping),
+                          session_->next_expected, session_->progress(), "the server is stopping"});
     linger_for_ = kStopLinger;
     shutdown_after_write_ = true;
     flush();
@@ -79,10 +79,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
         [[maybe_unused]] const ssize_t n = ::send(socket_.native_handle(), goodbye.data(),
                                                   goodbye.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       }
-      return close_bounded(absl::StrCat(
-          "nothing received for heartbeat_timeout (",
-          absl::FormatDuration(absl::FromChrono(core_->heartbeat_timeout())),
-          "): the client is stuck or gone; its session stays"));
+      return close_bounded(
+          absl::StrCat("nothing received for heartbeat_timeout (",
+                       absl::FormatDuration(absl::FromChrono(core_->heartbeat_timeout())),
+                       "): the client is stuck or gone; its session stays"));
     }
     if (!wrote_since_tick_) {
       v2::append_ping(out_, v2::Ping{++pings_});
@@ -332,8 +332,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return false;
     } else if (it->second->next_expected < hello.first_unacked_seq) {
       reject(v2::RejectCode::kSessionOutOfSync,
-             absl::StrCat("session ", hello.client_session, " out of sync: the client's first "
-                          "unacked seq ", hello.first_unacked_seq, " is beyond this server's ",
+             absl::StrCat("session ", hello.client_session,
+                          " out of sync: the client's first "
+                          "unacked seq ",
+                          hello.first_unacked_seq, " is beyond this server's ",
                           it->second->next_expected, "; resume on a new session"));
       return false;
     }
@@ -389,9 +391,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                     "max_transfers (", session_->transfers.size(), " open)"));
         return false;
       }
-      session_->transfers.emplace(seq, Transfer{*std::move(env), chunked, std::string()});
+      Transfer t;
+      t.payload_len = chunked;
       ++session_->next_expected;
       ack_pending_ = true;
+      if (!core_->deliver_to_.accepts_stream((*env)->next_hop())) {
+        t.env = *std::move(env);
+        session_->transfers.emplace(seq, std::move(t));
+        return true;
+      }
+      // §9.7: a gateway routes the envelope now and streams the bytes after it.
+      t.stream = std::make_shared<PayloadStream>(chunked);
+      core_->watch(*t.stream, session_id_, seq);
+      EnvelopePtr streamed = *std::move(env);
+      streamed->data() = t.stream->make_reader(streamed->data().type_hash());
+      session_->transfers.emplace(seq, std::move(t));
+      core_->deliver_to_.post(std::move(streamed), core_->ret_);
       return true;
     }
     ++session_->next_expected;
@@ -413,6 +428,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                   ", which is not registered"));
       return false;
     }
+    if (it->second.stream) return on_streamed_chunk(it, *chunk);
     Transfer& t = it->second;
     const uint64_t n = chunk->bytes.size();
     if (chunk->offset != t.bytes.size() || n > t.payload_len - t.bytes.size()) {
@@ -440,6 +456,61 @@ class Connection : public std::enable_shared_from_this<Connection> {
       core_->deliver_to_.post(std::move(env), core_->ret_);
     }
     return true;
+  }
+
+  // §9.7: the next bytes of a transfer streamed through this gateway. After a reconnect the
+  // client resends from what was taken over, which may be less than what the stream holds: the
+  // bytes this gateway has already are skipped.
+  bool on_streamed_chunk(std::map<uint64_t, Transfer>::iterator it, const v2::Chunk& chunk) {
+    Transfer& t = it->second;
+    if (t.cancelled) return true;  // rule 23: discarded until the client's ABORT
+    const uint64_t n = chunk.bytes.size();
+    if (chunk.offset < t.taken || chunk.offset > t.received || n > t.payload_len - chunk.offset) {
+      protocol_error(absl::StrCat("protocol error: a CHUNK of transfer ", chunk.seq, " at ",
+                                  chunk.offset, " (+", n, "); it took ", t.taken, " and holds ",
+                                  t.received, " of ", t.payload_len));
+      return false;
+    }
+    const uint64_t skip = t.received - chunk.offset;
+    if (n > skip) {
+      t.stream->append(chunk.bytes.substr(static_cast<size_t>(skip)));
+      t.received += n - skip;
+    }
+    report(it);
+    return true;
+  }
+
+ public:
+  // §9.7: streamed transfer `seq` moved at its consumer (ServerCore::stream_moved).
+  void stream_moved(uint64_t seq) {
+    if (closed_ || state_ != State::kUp || session_ == nullptr) return;
+    auto it = session_->transfers.find(seq);
+    if (it == session_->transfers.end() || !it->second.stream) return;
+    report(it);
+    flush();
+  }
+
+ private:
+  // Tells the upstream what streamed transfer `it` now amounts to (rules 31, 32); a transfer
+  // taken over whole is done here (the stream goes on with the envelope).
+  void report(std::map<uint64_t, Transfer>::iterator it) {
+    Transfer& t = it->second;
+    switch (t.advance(core_->welcome(0).transfer_window)) {
+      case Transfer::News::kNone:
+        return;
+      case Transfer::News::kCancel:
+        v2::append_cancel(
+            out_, v2::TransferEnd{it->first,
+                                  static_cast<uint8_t>(runtime::TransportReason::kChannelClosed),
+                                  "the gateway's next hop gave the transfer up; "
+                                  "the envelope returns from there"});
+        return;
+      case Transfer::News::kProgress:
+        note_progress(it->first, t.taken);
+        ack_pending_ = true;
+        if (t.taken == t.payload_len) session_->transfers.erase(it);
+        return;
+    }
   }
 
   // §9.6 rule 30: the client gave the transfer up; its bytes go, nothing is returned.
@@ -533,8 +604,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const uint64_t number_;
   v2::FrameSplitter splitter_{v2::kHandshakeFrameLimit};
   size_t read_chunk_ = kFirstReadChunk;  // what the next read asks for
-  std::string out_;        // frames waiting for the next write
-  std::string in_flight_;  // the write in flight
+  std::string out_;                      // frames waiting for the next write
+  std::string in_flight_;                // the write in flight
   State state_ = State::kAwaitHello;
   const std::chrono::steady_clock::time_point accepted_at_;
   std::chrono::steady_clock::time_point last_read_;
@@ -542,7 +613,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Session* session_ = nullptr;
   uint64_t session_id_ = 0;
   bool writing_ = false;
-  bool ack_pending_ = false;        // envelopes enqueued since the last ACK
+  bool ack_pending_ = false;                    // envelopes enqueued since the last ACK
   std::vector<v2::TransferProgress> progress_;  // transfers that advanced since the last ACK
   bool close_after_write_ = false;  // a protocol error: close once the final ACK is written
   bool shutdown_after_write_ = false;

@@ -271,6 +271,27 @@ void ServerCore::drop_connections() {
   connections_open_.store(connections_.size(), std::memory_order_relaxed);
 }
 
+void ServerCore::watch(PayloadStream& stream, uint64_t session, uint64_t seq) {
+  stream.set_producer_wake([weak = weak_from_this(), session, seq] {
+    if (std::shared_ptr<ServerCore> core = weak.lock()) {
+      boost::asio::post(core->io_.context(),
+                        [core, session, seq] { core->stream_moved(session, seq); });
+    }
+  });
+}
+
+void ServerCore::stream_moved(uint64_t session, uint64_t seq) {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  Session& s = *it->second;
+  if (s.owner != nullptr) return s.owner->stream_moved(seq);
+  // Not connected: the news waits for the session's next WELCOME (§9.5).
+  auto t = s.transfers.find(seq);
+  if (t == s.transfers.end() || !t->second.stream) return;
+  t->second.advance(welcome(0).transfer_window);
+  if (t->second.taken == t->second.payload_len) s.transfers.erase(t);
+}
+
 void ServerCore::stop(bool goodbye) {
   if (stopped_) return;
   stopped_ = true;

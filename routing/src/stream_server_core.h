@@ -10,14 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
-#include <limits>
-#include <map>
-#include <optional>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +34,7 @@
 #include "channel_auth.h"
 #include "envelope_codec.h"
 #include "frames_v2.h"
+#include "payload_stream.h"
 #include "postal/routing/channel_key.h"
 #include "postal/runtime/log_rate_limit.h"
 #include "postal/wire/absl_compat.h"
@@ -83,25 +84,60 @@ inline std::chrono::steady_clock::duration to_chrono(absl::Duration d) {
       absl::ToChronoNanoseconds(d));
 }
 
-// §9: a chunked payload being reassembled here, registered by its DATA frame.
+// §9: a chunked payload registered by its DATA frame: reassembled here, or — at a gateway whose
+// next hop is another channel — streamed through (§9.7, payload_stream.h).
 struct Transfer {
-  EnvelopePtr env;           // decoded from the DATA frame; its payload fills in at completion
+  Transfer() = default;
+  Transfer(Transfer&&) = default;
+  Transfer& operator=(Transfer&&) = default;
+  // A streamed transfer that goes before every byte arrived (ABORT, its session forgotten)
+  // aborts its stream, so the next hop's transfer is aborted too (rule 33).
+  ~Transfer() {
+    if (stream) stream->abort();
+  }
+
+  EnvelopePtr env;           // reassembled: decoded from the DATA frame; its payload fills in last
   uint64_t payload_len = 0;  // announced by the DATA frame
-  std::string bytes;         // the reassembly buffer (§9.10 rule 38)
+  std::string bytes;         // reassembled: the buffer (§9.10 rule 38)
+  std::shared_ptr<PayloadStream> stream;  // streamed: the bytes on their way (the env is routed)
+  uint64_t received = 0;                  // streamed: bytes appended to the stream
+  uint64_t taken = 0;      // streamed: bytes taken over — what ACKs announce (rule 32)
+  bool cancelled = false;  // streamed: CANCEL sent; chunks are discarded until the ABORT
+
+  // What ACK, WELCOME and GOODBYE say this session's server holds (§9.4, §9.5).
+  uint64_t held() const {
+    if (!stream) return bytes.size();
+    return cancelled ? ~uint64_t{0} : taken;
+  }
+  // Streamed: what the upstream must hear since the stream moved — nothing, the bytes taken
+  // over (at most `window` beyond what the next hop released, rule 32), or a CANCEL (the
+  // consumer gave up, rule 31).
+  enum class News { kNone, kProgress, kCancel };
+  News advance(uint64_t window) {
+    if (cancelled) return News::kNone;
+    if (stream->state() == PayloadStream::State::kAbandoned) {
+      cancelled = true;
+      return News::kCancel;
+    }
+    const uint64_t take = std::min(received, stream->released() + window);
+    if (take <= taken) return News::kNone;
+    taken = take;
+    return News::kProgress;
+  }
 };
 
 // §5: what the server keeps of a client's session across its connections.
 struct Session {
-  uint64_t next_expected = 0;   // R-CHAN-1: every seq below was enqueued here
-  Connection* owner = nullptr;  // the connection currently carrying this session
+  uint64_t next_expected = 0;                      // R-CHAN-1: every seq below was enqueued here
+  Connection* owner = nullptr;                     // the connection currently carrying this session
   std::chrono::steady_clock::time_point orphaned;  // when it last lost its connection
-  std::optional<v2::EnvelopeDecoder> decoder;  // the session dictionary's receiving half (§7)
-  std::map<uint64_t, Transfer> transfers;      // incomplete, by seq (≤ max_transfers)
+  std::optional<v2::EnvelopeDecoder> decoder;      // the session dictionary's receiving half (§7)
+  std::map<uint64_t, Transfer> transfers;          // incomplete, by seq (≤ max_transfers)
   uint32_t features = 0;  // enabled at its creation (§15): the HELLO's offer ∩ this server's
   // What the session's transfers progress lists (§8 rule 20, §9.5): every incomplete one.
   std::vector<v2::TransferProgress> progress() const {
     std::vector<v2::TransferProgress> out;
-    for (const auto& [seq, t] : transfers) out.push_back({seq, t.bytes.size()});
+    for (const auto& [seq, t] : transfers) out.push_back({seq, t.held()});
     return out;
   }
 };
@@ -146,6 +182,12 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
     return drained_.WaitForNotificationWithTimeout(timeout);
   }
   void drop_connections();
+
+  // §9.7: the consumer of streamed transfer `seq` of session `session` released bytes or gave
+  // up (posted to the I/O thread by the stream's producer wake).
+  void stream_moved(uint64_t session, uint64_t seq);
+  // Wakes stream_moved when `stream` moves.
+  void watch(PayloadStream& stream, uint64_t session, uint64_t seq);
 
   const ChannelAddr& local_addr() const { return local_; }
   void set_local_addr(ChannelAddr addr) {
@@ -224,8 +266,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   const uint32_t max_frame_;  // max_frame_bytes, within what the u32 length prefix can say
   const size_t partial_cap_;  // max_partial_frame_bytes, at least one max-size frame
   Acceptor acceptor_;
-  std::string unlink_path_;                          // ipc path to remove on stop
-  runtime::LogRateLimit bounded_{absl::Seconds(1)};  // closes and refusals by the bounds
+  std::string unlink_path_;                           // ipc path to remove on stop
+  runtime::LogRateLimit bounded_{absl::Seconds(1)};   // closes and refusals by the bounds
   runtime::LogRateLimit refusals_{absl::Seconds(1)};  // R-SEC-1 refusals (REJECTs, peer uids)
 
   // Written on the I/O thread, read by stats() on any thread.

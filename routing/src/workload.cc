@@ -102,7 +102,8 @@ class Driver : public actors::Actor,
       r.reply_to.send(cx, std::move(busy));
       return absl::OkStatus();
     }
-    if (r.targets.empty() || r.messages == 0 || (r.pattern != "ping-pong" && r.pattern != "stream")) {
+    if (r.targets.empty() || r.messages == 0 ||
+        (r.pattern != "ping-pong" && r.pattern != "stream")) {
       DriveResult bad;
       bad.error = "a drive needs a pattern (ping-pong|stream), targets and messages > 0";
       r.reply_to.send(cx, std::move(bad));
@@ -110,15 +111,20 @@ class Driver : public actors::Actor,
     }
     request_ = std::move(r);
     const uint64_t per_ack = ack_every(request_.size);
-    request_.window = std::clamp<uint64_t>(  // acks must flow; bytes in flight are bounded
+    // Acks must flow (two acks' worth in flight), and bytes in flight are bounded — payloads
+    // past the bound go one at a time.
+    const uint64_t least = request_.size > kMaxWindowBytes ? per_ack : 2 * per_ack;
+    request_.window = std::clamp<uint64_t>(
         std::min<uint64_t>(request_.window, kMaxWindowBytes / std::max<uint64_t>(request_.size, 1)),
-        2 * per_ack, std::max<uint64_t>(request_.window, 2 * per_ack));
+        least, std::max<uint64_t>(request_.window, least));
     active_ = true;
     failing_ = false;
     ++drive_;
     result_ = DriveResult{};
     result_.window = request_.window;
-    body_.assign(request_.size, 'p');
+    // A body past the window bound is made afresh for each payload, so the driver does not hold
+    // a template beside the payload in flight (wire.md §9.10's memory budget).
+    body_.assign(request_.size > kMaxWindowBytes ? 0 : request_.size, 'p');
     targets_.clear();
     for (const auto& t : request_.targets) targets_.push_back(Target{runtime::PortRef<Payload>(t)});
     self_payload_ = cx.self<Driver>().port<Payload>();
@@ -140,7 +146,7 @@ class Driver : public actors::Actor,
     result_.bytes += p.body.size();
     if (result_.messages == request_.messages) return finish(cx);
     if (failing_) return maybe_done(cx);
-    body_ = std::move(p.body);
+    if (request_.size <= kMaxWindowBytes) body_ = std::move(p.body);
     send_ping(cx, result_.messages);
     return absl::OkStatus();
   }
@@ -207,12 +213,16 @@ class Driver : public actors::Actor,
     uint64_t acked = 0;
   };
 
+  std::string body() const {
+    return request_.size > kMaxWindowBytes ? std::string(request_.size, 'p') : body_;
+  }
+
   void send_ping(Context& cx, uint64_t seq) {
     Payload p;
     p.mode = Payload::kPing;
     p.seq = seq;
     p.sent_ns = steady_now_ns();
-    p.body = body_;
+    p.body = body();
     p.reply_to = self_payload_;
     targets_[0].port.send(cx, std::move(p));
   }
@@ -224,7 +234,7 @@ class Driver : public actors::Actor,
       p.mode = Payload::kStream;
       p.seq = t.sent++;
       p.total = request_.messages;
-      p.body = body_;
+      p.body = body();
       p.ack_to = self_ack_;
       p.sent_ns = steady_now_ns();
       t.port.send(cx, std::move(p));

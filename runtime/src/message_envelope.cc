@@ -61,6 +61,11 @@ void MessageEnvelope::operator delete(void* p, size_t size) noexcept {
 
 void MessageEnvelope::undeliverable(EnvelopePtr env, DeliveryFailure failure, ReturnHandle& ret) {
   env->add_failure(std::move(failure));  // R-FAIL-3: record before trying to return
+  // docs/wire.md §9.7: a payload still streaming through a gateway returns emptied — its bytes
+  // were never all here; giving the stream up makes the gateway CANCEL it upstream.
+  if (env->data().stream()) {
+    env->data() = wire::Any::from_bytes(env->data().type_hash(), std::string());
+  }
   // R-FAIL-3: an Undeliverable is never bounced again.
   bool is_return = env->data().type_hash() == wire::type_hash<UndeliverableEnvelope>();
   if (!env->return_undeliverable() || is_return) {

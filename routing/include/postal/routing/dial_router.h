@@ -52,6 +52,10 @@ class DialRouter final : public runtime::MailboxSender {
   size_t dials() const;  // dials started, including redials
 
   void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
+  // wire.md §9.7: ipc and tcp channels forward a payload's chunks as they arrive.
+  bool accepts_stream(const runtime::PortAddr& next_hop) const override {
+    return streams_to(next_hop, /*booked_only=*/false);
+  }
 
   // R-SEC-2: posts only to next hops the address book names; others fail with NoRoute.
   runtime::MailboxSender& booked_only() { return booked_only_; }
@@ -63,11 +67,16 @@ class DialRouter final : public runtime::MailboxSender {
     void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override {
       router_.route(std::move(env), ret, /*booked_only=*/true);
     }
+    bool accepts_stream(const runtime::PortAddr& next_hop) const override {
+      return router_.streams_to(next_hop, /*booked_only=*/true);
+    }
 
    private:
     DialRouter& router_;
   };
   void route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, bool booked_only);
+  // Whether the channel `next_hop` goes out on forwards chunks as they arrive (ipc, tcp).
+  bool streams_to(const runtime::PortAddr& next_hop, bool booked_only) const;
 
   struct Cached {
     std::shared_ptr<ChannelClient> client;

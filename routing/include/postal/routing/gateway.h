@@ -55,8 +55,25 @@ class Gateway final : public runtime::MailboxSender {
   // `foreign` in place of the forwarder (a Node passes its dial router's booked_only()).
   void post_from_network(runtime::EnvelopePtr env, runtime::ReturnHandle& ret,
                          runtime::MailboxSender& foreign);
+  // wire.md §9.7: whether the next sender forwards chunks as they arrive.
+  bool accepts_stream(const runtime::PortAddr& next_hop) const override {
+    return streams_to(next_hop, nullptr);
+  }
+  bool accepts_stream_from_network(const runtime::PortAddr& next_hop,
+                                   runtime::MailboxSender& foreign) const {
+    return streams_to(next_hop, &foreign);
+  }
 
  private:
+  // Where `hop` goes from here: the next sender (null: no route) and, when vias naming this
+  // gateway or a peer were peeled, the next hop after them.
+  struct Next {
+    runtime::MailboxSender* sender = nullptr;
+    std::optional<runtime::PortAddr> hop;
+  };
+  Next resolve(const runtime::PortAddr& hop, runtime::MailboxSender* foreign) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool streams_to(const runtime::PortAddr& next_hop, runtime::MailboxSender* foreign) const;
   void route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, runtime::MailboxSender* foreign);
   void no_route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, std::string why);
 

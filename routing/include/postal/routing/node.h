@@ -84,6 +84,7 @@ class Node {
       to_.store(to);
     }
     void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
+    bool accepts_stream(const runtime::PortAddr& next_hop) const override;
     void return_envelope(runtime::EnvelopePtr env) override;
     void drop(runtime::EnvelopePtr env, runtime::DropCause cause) override;
 
@@ -97,6 +98,7 @@ class Node {
    public:
     explicit Ingress(Node& node) : node_(node) {}
     void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
+    bool accepts_stream(const runtime::PortAddr& next_hop) const override;
 
    private:
     Node& node_;

@@ -49,6 +49,14 @@ class MailboxSender {
   }
 
   virtual void post_unchecked(EnvelopePtr env, ReturnHandle& ret) = 0;
+
+  // Whether an envelope to `next_hop` may be posted here while its payload is still arriving
+  // in chunks (docs/wire.md §9.7): true only where it leaves through a channel that forwards
+  // chunks as they come. Whatever delivers needs the whole payload, so the default is no.
+  virtual bool accepts_stream(const PortAddr& next_hop) const {
+    (void)next_hop;
+    return false;
+  }
 };
 
 // A sender that fails everything with Transport(NoRoute): the default forwarder of a proc that

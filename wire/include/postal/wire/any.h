@@ -9,6 +9,10 @@
 // types, undecodable bytes are DataLoss (see codec.h). A failed decode leaves the Any as it was.
 //
 // Small values (≤ 48 bytes, nothrow-movable) live inline; larger ones on the heap.
+//
+// A third form exists only inside gateways: `from_stream`, the bytes of a large payload still
+// arriving in chunks (byte_stream.h, docs/wire.md §9.7). It has a type hash and a size but
+// neither a value nor bytes: `bytes()` and `decode()` fail on it.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "postal/wire/byte_stream.h"
 #include "postal/wire/codec.h"
 #include "postal/wire/type_registry.h"
 
@@ -58,15 +63,26 @@ class Any {
     return a;
   }
 
+  // Bytes of `hash` still arriving (§9.7); a gateway's channel client forwards them as they come.
+  static Any from_stream(uint64_t hash, std::shared_ptr<ByteStream> stream) {
+    Any a;
+    a.hash_ = hash;
+    a.stream_ = std::move(stream);
+    return a;
+  }
+  // The arriving bytes of a `from_stream` Any; null for the other forms.
+  const std::shared_ptr<ByteStream>& stream() const { return stream_; }
+
   uint64_t type_hash() const { return hash_; }
   // R-FLOW-1: the payload's size as known without serializing: its bytes when it has them
   // (received, or serialized once already), else the typed value's own size (`sizeof`, not
   // what it owns on the heap); 0 when empty.
   size_t known_size() const {
     if (bytes_) return bytes_->size();
+    if (stream_) return static_cast<size_t>(stream_->size());
     return ops_ != nullptr ? ops_->size : 0;
   }
-  bool empty() const { return hash_ == 0 && !bytes_; }
+  bool empty() const { return hash_ == 0 && !bytes_ && !stream_; }
   bool is_typed() const { return ops_ != nullptr; }
 
   // The typed value, or nullptr when the Any holds another type or only bytes.
@@ -90,6 +106,7 @@ class Any {
                        sv(wire::type_name<T>())));
     }
     if (ops_ != nullptr) return absl::OkStatus();
+    if (stream_) return still_arriving();
     if (!bytes_) return absl::FailedPreconditionError("payload is empty");
     T value{};
     absl::Status s = decode_into(*bytes_, value, wire::type_name<T>());
@@ -109,6 +126,7 @@ class Any {
   // The serialized form; computed once, then cached.
   absl::StatusOr<std::string_view> bytes() {
     if (!bytes_) {
+      if (stream_) return still_arriving();
       if (ops_ == nullptr) return absl::FailedPreconditionError("payload is empty");
       absl::StatusOr<std::string> b = ops_->encode(ptr());
       if (!b.ok()) return b.status();
@@ -133,6 +151,11 @@ class Any {
 
  private:
   static constexpr size_t kInline = 48;
+
+  static absl::Status still_arriving() {
+    return absl::FailedPreconditionError(
+        "the payload is still arriving in chunks (a gateway forwards it; it cannot be read here)");
+  }
 
   struct Ops {
     void (*destroy)(void*, bool heap);
@@ -191,12 +214,14 @@ class Any {
   void reset() {
     reset_value();
     bytes_.reset();
+    stream_.reset();
     hash_ = 0;
   }
   void move_from(Any& other) {
     hash_ = other.hash_;
     ops_ = other.ops_;
     bytes_ = std::move(other.bytes_);
+    stream_ = std::move(other.stream_);
     if (ops_ != nullptr) {
       if (other.heap_ != nullptr) {
         heap_ = other.heap_;
@@ -213,6 +238,7 @@ class Any {
   const Ops* ops_ = nullptr;
   void* heap_ = nullptr;
   std::unique_ptr<std::string> bytes_;
+  std::shared_ptr<ByteStream> stream_;
   alignas(std::max_align_t) std::byte storage_[kInline];
 };
 
