@@ -148,6 +148,8 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
                                                          std::string(payload.status().message())));
     }
     size = payload->size();
+    // A payload that will travel in chunks is held as its bytes only (wire.md §9.10).
+    if (size > options_.chunk_bytes) env->data().keep_bytes_only();
   }
   // R-CHAN-3: a payload over max_message_bytes fails alone, now (§9.1); the exact sizes are
   // checked when it is encoded, against the server's limits.

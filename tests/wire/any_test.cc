@@ -25,6 +25,16 @@ struct Big {
   }
 };
 
+// A large field with others after it, as postal bench's Payload has (body, then two ports).
+struct LargeThenSmall {
+  std::string body;
+  std::vector<int64_t> after;
+  template <class A>
+  void serialize(A& a) {
+    a(body, after);
+  }
+};
+
 // Counts copies and serializations to prove R-ENV-4's "typed locally, serialized at most once".
 struct Counted {
   inline static int serializations = 0;
@@ -56,6 +66,7 @@ POSTAL_MESSAGE(Small, "test.Small");
 POSTAL_MESSAGE(Numbers, "test.Numbers");
 POSTAL_MESSAGE(Big, "test.Big");
 POSTAL_MESSAGE(Counted, "test.Counted");
+POSTAL_MESSAGE(LargeThenSmall, "test.LargeThenSmall");
 
 namespace postal::wire {
 namespace {
@@ -150,6 +161,33 @@ TEST(Any, ABadByteOrderMarkIsDataLoss) {
   absl::Status s = a.decode<Big>();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("byte-order mark"), absl::string_view::npos) << s;
+}
+
+// wire.md §9.10: a large payload serialized for the wire is held once, as its bytes.
+TEST(Any, KeepBytesOnlyDropsTheValueAndTheBytesStillDecode) {
+  Any a = Any::make(Big{{"one", "two"}, std::string(3 << 20, 't'), {}});
+  Any untouched = Any::make(Small{1});
+  untouched.keep_bytes_only();  // no bytes yet: the value stays
+  EXPECT_TRUE(untouched.is_typed());
+  ASSERT_TRUE(a.bytes().ok());
+  const size_t bytes = a.bytes()->size();
+  a.keep_bytes_only();
+  EXPECT_FALSE(a.is_typed());
+  EXPECT_EQ(a.get<Big>(), nullptr);
+  EXPECT_EQ(a.known_size(), bytes);
+  absl::StatusOr<Big> back = a.take<Big>();
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->items, (std::vector<std::string>{"one", "two"}));
+  EXPECT_EQ(back->tail.size(), size_t{3} << 20);
+}
+
+// A large field leaves room for the fields after it: the buffer is not doubled (and copied).
+TEST(Any, ALargeFieldIsNotFollowedByADoublingOfTheBuffer) {
+  absl::StatusOr<std::string> encoded =
+      encode(LargeThenSmall{std::string(8 << 20, 'b'), {1, 2, 3}});
+  ASSERT_TRUE(encoded.ok());
+  EXPECT_LT(encoded->capacity(), encoded->size() + (1 << 20))
+      << "capacity " << encoded->capacity() << " for " << encoded->size() << " bytes";
 }
 
 TEST(Any, LargeValuesLiveOnTheHeapAndMove) {

@@ -50,6 +50,8 @@ std::string to_json(const Report& report) {
           {"p999", r.p999_us},
           {"max", r.max_us}}},
         {"cpu_seconds", r.cpu_seconds},
+        {"peak_rss_procs_mib", r.rss_procs_mib},
+        {"peak_rss_bench_mib", r.rss_bench_mib},
         {"cpu_s_per_million", r.cpu_s_per_million},
         {"failures", r.failures},
         {"out_of_order", r.out_of_order},

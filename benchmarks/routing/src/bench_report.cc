@@ -98,10 +98,11 @@ std::string micros(double us) {
 
 void print_progress_line(size_t index, size_t total, const ScenarioResult& r) {
   std::printf(
-      "[%3zu/%zu] %-30s %10s msgs/s %9s MB/s  p50 %-9s  cpu %6.2f s/M msgs  failures %llu%s%s%s\n",
+      "[%3zu/%zu] %-30s %10s msgs/s %9s MB/s  p50 %-9s  cpu %6.2f s/M msgs  peak RSS %.0f MiB "
+      "procs, %.0f MiB bench  failures %llu%s%s%s\n",
       index, total, r.name.c_str(), si(r.msgs_per_s).c_str(),
       absl::StrFormat("%.2f", r.mb_per_s).c_str(), micros(r.p50_us).c_str(), r.cpu_s_per_million,
-      static_cast<unsigned long long>(r.failures),
+      r.rss_procs_mib, r.rss_bench_mib, static_cast<unsigned long long>(r.failures),
       r.window_bound ? "  WINDOW-BOUND (raise the window)" : "",
       r.error.empty() ? "" : "  error: ", r.error.c_str());
   std::fflush(stdout);

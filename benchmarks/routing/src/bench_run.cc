@@ -7,7 +7,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "postal/routing/workload.h"
 #include "postal/wire/absl_compat.h"
 
@@ -100,6 +103,25 @@ double cpu_seconds(const std::vector<pid_t>& pids) {
   return total;
 }
 
+double peak_rss_mib(pid_t pid) {
+  std::ifstream in(pid == 0 ? std::string("/proc/self/status") : absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    uint64_t kib = 0;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(line.substr(6), "kB")), &kib)) {
+      return static_cast<double>(kib) / 1024.0;
+    }
+  }
+  return 0;
+}
+
+void reset_peak_rss(pid_t pid) {
+  std::ofstream out(pid == 0 ? std::string("/proc/self/clear_refs")
+                             : absl::StrCat("/proc/", pid, "/clear_refs"));
+  out << "5";
+}
+
 ScenarioResult run_scenario(Rig& rig, const Scenario& scenario, absl::Duration timeout) {
   ScenarioResult r;
   r.name = scenario.name();
@@ -117,7 +139,9 @@ ScenarioResult run_scenario(Rig& rig, const Scenario& scenario, absl::Duration t
   const std::vector<pid_t> pids = rig.pids();
 
   double base_rtt_ns = 0;
-  if (scenario.pattern != Pattern::kPingPong) {
+  // Past the drivers' byte window (one payload in flight) a window cannot be the limit, and 100
+  // round trips of such payloads would take longer than the stream itself.
+  if (scenario.pattern != Pattern::kPingPong && scenario.size <= routing::kMaxWindowBytes) {
     routing::LatencyHistogram rtt;
     for (auto& pp : run_drives(rig, drives_of(rig, Pattern::kPingPong), "ping-pong", 100, scenario.size,
                                absl::Seconds(30))) {
@@ -126,11 +150,15 @@ ScenarioResult run_scenario(Rig& rig, const Scenario& scenario, absl::Duration t
     base_rtt_ns = static_cast<double>(rtt.percentile(0.5));
   }
 
+  reset_peak_rss(0);
+  for (pid_t pid : pids) reset_peak_rss(pid);
   const double cpu_before = cpu_seconds(pids);
   auto results =
       run_drives(rig, drives, scenario.pattern == Pattern::kPingPong ? "ping-pong" : "stream",
                  per_drive, scenario.size, timeout, scenario.window);
   r.cpu_seconds = cpu_seconds(pids) - cpu_before;
+  r.rss_bench_mib = peak_rss_mib(0);
+  for (pid_t pid : pids) r.rss_procs_mib = std::max(r.rss_procs_mib, peak_rss_mib(pid));
 
   routing::LatencyHistogram latency;
   double window_sum = 0;  // Σ over drives of targets × window

@@ -43,12 +43,20 @@ struct ScenarioResult {
   // cap (raise --window).
   double base_rtt_us = 0;
   double window_cap_msgs_per_s = 0;
+  // Peak resident memory (VmHWM, reset before the run) in MiB: this process (the gateways; every
+  // proc for inproc) and the largest of the rig's children (drivers, echoes).
+  double rss_bench_mib = 0;
+  double rss_procs_mib = 0;
   bool window_bound = false;
   std::string error;  // empty when everything was delivered
 };
 
 // CPU seconds (user + system) of this process and of `pids` so far.
 double cpu_seconds(const std::vector<pid_t>& pids);
+// Peak resident memory (VmHWM) of `pid` (0: this process) in MiB, and its reset (/proc/PID/
+// clear_refs "5"; without permission the peak runs from the process's start).
+double peak_rss_mib(pid_t pid);
+void reset_peak_rss(pid_t pid);
 
 // Runs `scenario` on `rig`; a drive that fails or times out is reported in the result.
 ScenarioResult run_scenario(Rig& rig, const Scenario& scenario, absl::Duration timeout);

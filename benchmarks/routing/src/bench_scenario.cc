@@ -1,6 +1,8 @@
 #include "bench_scenario.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +38,7 @@ std::string_view to_string(Pattern p) {
 }
 
 std::string size_label(uint64_t bytes) {
+  if (bytes >= (1 << 30) && bytes % (1 << 30) == 0) return absl::StrCat(bytes >> 30, "GiB");
   if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return absl::StrCat(bytes >> 20, "MiB");
   if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return absl::StrCat(bytes >> 10, "KiB");
   return absl::StrCat(bytes, "B");
@@ -52,7 +55,26 @@ uint64_t default_messages(Pattern pattern, uint64_t size) {
   if (pattern == Pattern::kPingPong) {
     return std::clamp<uint64_t>((uint64_t{60} << 20) / size, 100, 5'000);
   }
+  // Past 64 MiB (large-message runs, wire.md §9): 3 payloads.
+  if (size > (uint64_t{64} << 20)) return 3;
   return std::clamp<uint64_t>((uint64_t{300} << 20) / size, 256, 50'000);
+}
+
+// "64B", "1KiB", "256MiB", "1GiB": any whole number of those units, at least 1 byte.
+std::optional<uint64_t> parse_size(std::string_view label) {
+  for (auto [suffix, shift] : {std::pair<std::string_view, int>{"GiB", 30}, {"MiB", 20},
+                               {"KiB", 10}, {"B", 0}}) {
+    if (label.size() <= suffix.size() || label.substr(label.size() - suffix.size()) != suffix) {
+      continue;
+    }
+    const std::string digits(label.substr(0, label.size() - suffix.size()));
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(digits, &n) || n == 0 || n > (uint64_t{4} << (30 - shift))) {
+      return std::nullopt;
+    }
+    return n << shift;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<Scenario> parse_scenario(std::string_view name) {
@@ -62,7 +84,8 @@ absl::StatusOr<Scenario> parse_scenario(std::string_view name) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scenario \"", n, "\": ", what,
         "; write <transport>/hops<0|1|2>/<size>/<pattern>, e.g. ipc/hops1/64B/stream "
-        "(transports inproc, ipc, tcp; sizes 64B, 1KiB, 64KiB, 1MiB; patterns stream, ping-pong, "
+        "(transports inproc, ipc, tcp; sizes like 64B, 1KiB, 64KiB, 1MiB, 1GiB (at most 4GiB); "
+        "patterns stream, ping-pong, "
         "fan-out, fan-in)"));
   };
   if (parts.size() != 4) return bad("it has not four parts");
@@ -81,14 +104,9 @@ absl::StatusOr<Scenario> parse_scenario(std::string_view name) {
   } else {
     return bad(absl::StrCat("hops \"", parts[1], "\" is not hops0, hops1 or hops2"));
   }
-  bool size_ok = false;
-  for (uint64_t size : kSizes) {
-    if (size_label(size) == parts[2]) {
-      s.size = size;
-      size_ok = true;
-    }
-  }
-  if (!size_ok) return bad(absl::StrCat("unknown size \"", parts[2], "\""));
+  std::optional<uint64_t> size = parse_size(parts[2]);
+  if (!size) return bad(absl::StrCat("unknown size \"", parts[2], "\""));
+  s.size = *size;
   bool pattern_ok = false;
   for (Pattern p : {Pattern::kStream, Pattern::kPingPong, Pattern::kFanOut, Pattern::kFanIn}) {
     if (to_string(p) == parts[3]) {

@@ -123,6 +123,12 @@ class Any {
     return std::move(*get<T>());
   }
 
+  // Drops the typed value of an Any that has its bytes — a large payload once serialized for
+  // the wire, so the sender does not hold it twice: whatever reads it later decodes the bytes.
+  void keep_bytes_only() {
+    if (bytes_ && ops_ != nullptr) reset_value();
+  }
+
   // The serialized form; computed once, then cached.
   absl::StatusOr<std::string_view> bytes() {
     if (!bytes_) {

@@ -30,12 +30,20 @@ static_assert(std::endian::native == std::endian::little,
 class WireOutputArchive
     : public cereal::OutputArchive<WireOutputArchive, cereal::AllowEmptyClassElision> {
  public:
+  static constexpr size_t kLargeWrite = size_t{1} << 20;
+  static constexpr size_t kLargeWriteSlack = size_t{64} << 10;
+
   explicit WireOutputArchive(std::string& out)
       : cereal::OutputArchive<WireOutputArchive, cereal::AllowEmptyClassElision>(this), out_(out) {
     out_.push_back(1);  // little-endian, as cereal's portable binary archive marks it
   }
   void write(const void* data, size_t size) {
     if (size == 0) return;  // an empty vector's data() may be null
+    // A large field (a big string's bytes) gets room for what follows it, so the fields after
+    // it do not double the buffer and copy it (peak memory of large payloads, wire.md §9.10).
+    if (size >= kLargeWrite && out_.capacity() < out_.size() + size + kLargeWriteSlack) {
+      out_.reserve(out_.size() + size + kLargeWriteSlack);
+    }
     out_.append(static_cast<const char*>(data), size);
   }
 
