@@ -23,6 +23,9 @@ class Reader final : public wire::ByteStream {
   explicit Reader(std::shared_ptr<PayloadStream> stream) : stream_(std::move(stream)) {}
   ~Reader() override { stream_->give_up(); }
   uint64_t size() const override { return stream_->size(); }
+  bool hand_back(uint8_t reason, std::string_view detail) override {
+    return stream_->hand_back(reason, detail);
+  }
   const std::shared_ptr<PayloadStream>& stream() const { return stream_; }
 
  private:
@@ -121,6 +124,33 @@ void PayloadStream::give_up() {
     state_ = State::kAbandoned;  // the bytes stay until the stream goes: a write may cut them
   }
   wake(&PayloadStream::producer_wake_);
+}
+
+bool PayloadStream::hand_back(uint8_t reason, std::string_view detail) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (taken_whole_ || state_ != State::kFlowing || released_ == size_) return false;
+    state_ = State::kAbandoned;
+    if (reason != 0) failure_reason_ = reason;  // kNone (not a transport failure): closed
+    failure_detail_.assign(detail.substr(0, 1024));
+  }
+  wake(&PayloadStream::producer_wake_);
+  return true;
+}
+
+void PayloadStream::taken_whole() {
+  absl::MutexLock lock(&mu_);
+  taken_whole_ = true;
+}
+
+uint8_t PayloadStream::failure_reason() const {
+  absl::MutexLock lock(&mu_);
+  return failure_reason_;
+}
+
+std::string PayloadStream::failure_detail() const {
+  absl::MutexLock lock(&mu_);
+  return failure_detail_;
 }
 
 PayloadStream::State PayloadStream::state() const {

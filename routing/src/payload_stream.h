@@ -70,6 +70,15 @@ class PayloadStream : public std::enable_shared_from_this<PayloadStream> {
   void release(uint64_t upto);
   // The consumer gives up; no effect once every byte was released.
   void give_up();
+  // The consumer's envelope failed (`reason`, `detail`): gives up and says whether the upstream
+  // will be told and return the envelope itself (false once the producer took every byte over).
+  bool hand_back(uint8_t reason, std::string_view detail);
+  // The producer took every byte over and acked them upstream: a failure from now on returns
+  // from the gateway.
+  void taken_whole();
+  // Why the consumer gave up (the CANCEL's reason and text); ChannelClosed when unknown.
+  uint8_t failure_reason() const;
+  std::string failure_detail() const;
 
   State state() const;
   uint64_t end() const;       // bytes appended
@@ -94,6 +103,9 @@ class PayloadStream : public std::enable_shared_from_this<PayloadStream> {
   uint64_t released_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
   State state_ ABSL_GUARDED_BY(mu_) = State::kFlowing;
+  bool taken_whole_ ABSL_GUARDED_BY(mu_) = false;
+  uint8_t failure_reason_ ABSL_GUARDED_BY(mu_) = 1;  // runtime::TransportReason::kChannelClosed
+  std::string failure_detail_ ABSL_GUARDED_BY(mu_) = "the gateway's next hop gave the transfer up";
   std::function<void()> producer_wake_ ABSL_GUARDED_BY(mu_);
   std::function<void()> consumer_wake_ ABSL_GUARDED_BY(mu_);
 };

@@ -151,6 +151,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
     uint64_t received = 0;        // what the server holds (§9.4)
     bool released = false;        // its last chunk was written once: its pair flows again
     bool ending = false;          // an ABORT is due (see above)
+    // The server's CANCEL (rule 31): the envelope returns from here with its reason and text.
+    std::optional<v2::TransferEnd> cancel;
     runtime::ActorAddr from, to;  // its pair (§9.8)
     // Payload bytes that can be cut now.
     uint64_t available() const { return stream ? stream->end() : size; }

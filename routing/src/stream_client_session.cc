@@ -77,7 +77,10 @@ void StreamClientCore::on_cancel(uint64_t gen, std::string_view body) {
   }
   // An unknown transfer is ignored: the CANCEL may cross its completion or this side's ABORT.
   for (const std::unique_ptr<Transfer>& t : transfers_) {
-    if (t->seq == cancel->seq) t->ending = true;
+    if (t->seq != cancel->seq || t->ending) continue;
+    t->ending = true;
+    t->cancel = *std::move(cancel);
+    break;
   }
   flush_writes();
 }
@@ -517,7 +520,32 @@ bool StreamClientCore::end_transfers() {
                                      "the transfer was given up before the server held it"});
     ended.push_back(t.get());
   }
-  for (Transfer* t : ended) finish_transfer(t);
+  for (Transfer* t : ended) {
+    if (!t->cancel) {  // the upstream aborted: it returns the envelope, if anyone does
+      finish_transfer(t);
+      continue;
+    }
+    // Rule 31: cancelled by the server, which returns nothing: the envelope (whole here, or
+    // streaming through this gateway — then it is handed further back) returns from here.
+    EnvelopePtr env = std::move(t->env);
+    if (!env) {
+      for (Pending& p : pending_) {
+        if (p.transfer == t) env = std::move(p.env);
+      }
+    }
+    const v2::TransferEnd cancel = *t->cancel;
+    if (env) bounds_.release(*env);  // R-FLOW-2; trim() and finish_transfer() see no envelope
+    finish_transfer(t);
+    if (!env) continue;
+    std::string target = target_of(*env);
+    const bool known =
+        cancel.reason != 0 && cancel.reason <= static_cast<uint8_t>(TransportReason::kOverloaded);
+    DeliveryFailure f = DeliveryFailure::transport_failure(
+        std::move(target),
+        known ? static_cast<TransportReason>(cancel.reason) : TransportReason::kChannelClosed,
+        absl::StrCat("the server cancelled the transfer: ", cancel.text));
+    MessageEnvelope::undeliverable(std::move(env), std::move(f), returns_);
+  }
   return deferred;
 }
 

@@ -498,17 +498,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     switch (t.advance(core_->welcome(0).transfer_window)) {
       case Transfer::News::kNone:
         return;
-      case Transfer::News::kCancel:
-        v2::append_cancel(
-            out_, v2::TransferEnd{it->first,
-                                  static_cast<uint8_t>(runtime::TransportReason::kChannelClosed),
-                                  "the gateway's next hop gave the transfer up; "
-                                  "the envelope returns from there"});
+      case Transfer::News::kCancel:  // rule 31: the client returns it, with this failure
+        v2::append_cancel(out_, v2::TransferEnd{it->first, t.stream->failure_reason(),
+                                                t.stream->failure_detail()});
         return;
       case Transfer::News::kProgress:
         note_progress(it->first, t.taken);
         ack_pending_ = true;
-        if (t.taken == t.payload_len) session_->transfers.erase(it);
+        if (t.taken == t.payload_len) {
+          t.stream->taken_whole();
+          session_->transfers.erase(it);
+        }
         return;
     }
   }

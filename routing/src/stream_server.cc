@@ -151,9 +151,9 @@ void ServerCore::on_out_of_fds(const boost::system::error_code& ec) {
 
 void ServerCore::arm_sweep() {
   if (stopped_) return;
-  const auto shorter = to_chrono(std::min({options_.handshake_timeout,
-                                           options_.partial_frame_timeout, options_.session_linger,
-                                           options_.transfer_idle_timeout}));
+  const auto shorter =
+      to_chrono(std::min({options_.handshake_timeout, options_.partial_frame_timeout,
+                          options_.session_linger, options_.transfer_idle_timeout}));
   const auto period = std::clamp<std::chrono::steady_clock::duration>(shorter / 4, kMinSweepPeriod,
                                                                       kMaxSweepPeriod);
   sweep_timer_.expires_after(period);
@@ -289,7 +289,10 @@ void ServerCore::stream_moved(uint64_t session, uint64_t seq) {
   auto t = s.transfers.find(seq);
   if (t == s.transfers.end() || !t->second.stream) return;
   t->second.advance(welcome(0).transfer_window);
-  if (t->second.taken == t->second.payload_len) s.transfers.erase(t);
+  if (t->second.taken == t->second.payload_len) {
+    t->second.stream->taken_whole();
+    s.transfers.erase(t);
+  }
 }
 
 void ServerCore::stop(bool goodbye) {
@@ -369,8 +372,7 @@ class StreamChannelServer final : public ChannelServer {
 
 }  // namespace stream_server
 
-absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io,
-                                                            runtime::ChannelAddr addr,
+absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io, runtime::ChannelAddr addr,
                                                             runtime::MailboxSender& deliver_to,
                                                             runtime::ReturnHandle& ret,
                                                             ChannelOptions options) {
@@ -398,7 +400,8 @@ absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io,
     core->set_local_addr(*std::move(actual));
   }
   core->start();
-  return std::unique_ptr<ChannelServer>(new stream_server::StreamChannelServer(std::move(core), io));
+  return std::unique_ptr<ChannelServer>(
+      new stream_server::StreamChannelServer(std::move(core), io));
 }
 
 }  // namespace postal::routing::internal

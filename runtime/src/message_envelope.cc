@@ -60,12 +60,14 @@ void MessageEnvelope::operator delete(void* p, size_t size) noexcept {
 }
 
 void MessageEnvelope::undeliverable(EnvelopePtr env, DeliveryFailure failure, ReturnHandle& ret) {
-  env->add_failure(std::move(failure));  // R-FAIL-3: record before trying to return
-  // docs/wire.md §9.7: a payload still streaming through a gateway returns emptied — its bytes
-  // were never all here; giving the stream up makes the gateway CANCEL it upstream.
-  if (env->data().stream()) {
+  // docs/wire.md §9.7: a payload still streaming through a gateway goes back upstream (a
+  // CANCEL with this failure), where the whole payload is, and is returned from there; once
+  // the upstream handed it over whole it returns from here, emptied (its bytes never were).
+  if (const std::shared_ptr<wire::ByteStream>& stream = env->data().stream()) {
+    if (stream->hand_back(static_cast<uint8_t>(failure.transport), failure.detail)) return;
     env->data() = wire::Any::from_bytes(env->data().type_hash(), std::string());
   }
+  env->add_failure(std::move(failure));  // R-FAIL-3: record before trying to return
   // R-FAIL-3: an Undeliverable is never bounced again.
   bool is_return = env->data().type_hash() == wire::type_hash<UndeliverableEnvelope>();
   if (!env->return_undeliverable() || is_return) {
@@ -77,9 +79,12 @@ void MessageEnvelope::undeliverable(EnvelopePtr env, DeliveryFailure failure, Re
 
 std::string_view to_string(DropCause cause) {
   switch (cause) {
-    case DropCause::kReturnDisabled: return "return_undeliverable is false";
-    case DropCause::kReturnFailed: return "the undeliverable return itself failed";
-    case DropCause::kNoReturnPath: return "no return path";
+    case DropCause::kReturnDisabled:
+      return "return_undeliverable is false";
+    case DropCause::kReturnFailed:
+      return "the undeliverable return itself failed";
+    case DropCause::kNoReturnPath:
+      return "no return path";
   }
   return "unknown";
 }

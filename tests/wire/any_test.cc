@@ -144,7 +144,8 @@ TEST(Any, HostileLengthPrefixIsRefusedBeforeAnyAllocation) {
   const size_t string_size_at = 1 + 8;
   ASSERT_GT(bytes.size(), string_size_at + 8);
   uint64_t huge = uint64_t{1} << 40;
-  for (int i = 0; i < 8; ++i) bytes[string_size_at + i] = static_cast<char>((huge >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    bytes[string_size_at + i] = static_cast<char>((huge >> (8 * i)) & 0xff);
   Any a = Any::from_bytes(type_hash<Big>(), bytes);
   absl::Status s = a.decode<Big>();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;

@@ -65,12 +65,9 @@ std::vector<Drive> drives_of(const Rig& rig, Pattern pattern) {
 }
 
 // Starts every drive at once and waits for all their results.
-std::vector<absl::StatusOr<routing::DriveResult>> run_drives(Rig& rig,
-                                                             const std::vector<Drive>& drives,
-                                                             const std::string& pattern,
-                                                             uint64_t messages, uint64_t size,
-                                                             absl::Duration timeout,
-                                                             uint64_t window = routing::kDefaultWindow) {
+std::vector<absl::StatusOr<routing::DriveResult>> run_drives(
+    Rig& rig, const std::vector<Drive>& drives, const std::string& pattern, uint64_t messages,
+    uint64_t size, absl::Duration timeout, uint64_t window = routing::kDefaultWindow) {
   std::vector<runtime::OnceReceiver<routing::DriveResult>> receivers;
   for (const Drive& d : drives) {
     auto [reply_to, receiver] = runtime::open_once_port<routing::DriveResult>(rig.client());
@@ -104,12 +101,14 @@ double cpu_seconds(const std::vector<pid_t>& pids) {
 }
 
 double peak_rss_mib(pid_t pid) {
-  std::ifstream in(pid == 0 ? std::string("/proc/self/status") : absl::StrCat("/proc/", pid, "/status"));
+  std::ifstream in(pid == 0 ? std::string("/proc/self/status")
+                            : absl::StrCat("/proc/", pid, "/status"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("VmHWM:", 0) != 0) continue;
     uint64_t kib = 0;
-    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(line.substr(6), "kB")), &kib)) {
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(line.substr(6), "kB")),
+                         &kib)) {
       return static_cast<double>(kib) / 1024.0;
     }
   }
@@ -143,8 +142,8 @@ ScenarioResult run_scenario(Rig& rig, const Scenario& scenario, absl::Duration t
   // round trips of such payloads would take longer than the stream itself.
   if (scenario.pattern != Pattern::kPingPong && scenario.size <= routing::kMaxWindowBytes) {
     routing::LatencyHistogram rtt;
-    for (auto& pp : run_drives(rig, drives_of(rig, Pattern::kPingPong), "ping-pong", 100, scenario.size,
-                               absl::Seconds(30))) {
+    for (auto& pp : run_drives(rig, drives_of(rig, Pattern::kPingPong), "ping-pong", 100,
+                               scenario.size, absl::Seconds(30))) {
       if (pp.ok()) rtt.merge(pp->latency);
     }
     base_rtt_ns = static_cast<double>(rtt.percentile(0.5));

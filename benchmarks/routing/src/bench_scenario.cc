@@ -62,8 +62,8 @@ uint64_t default_messages(Pattern pattern, uint64_t size) {
 
 // "64B", "1KiB", "256MiB", "1GiB": any whole number of those units, at least 1 byte.
 std::optional<uint64_t> parse_size(std::string_view label) {
-  for (auto [suffix, shift] : {std::pair<std::string_view, int>{"GiB", 30}, {"MiB", 20},
-                               {"KiB", 10}, {"B", 0}}) {
+  for (auto [suffix, shift] :
+       {std::pair<std::string_view, int>{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}) {
     if (label.size() <= suffix.size() || label.substr(label.size() - suffix.size()) != suffix) {
       continue;
     }

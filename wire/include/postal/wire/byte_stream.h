@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace postal::wire {
 
@@ -15,6 +16,15 @@ class ByteStream {
   virtual ~ByteStream() = default;
   // The payload's total size, as its first frame announced.
   virtual uint64_t size() const = 0;
+  // The envelope carrying these bytes failed here before they all passed, with a transport
+  // `reason` (runtime::TransportReason) and `detail`. True when the upstream, which still holds
+  // the whole payload, is told and returns the envelope itself — then the envelope here is
+  // dropped, not returned; false when it must be returned from here (its payload emptied).
+  virtual bool hand_back(uint8_t reason, std::string_view detail) {
+    (void)reason;
+    (void)detail;
+    return false;
+  }
 };
 
 }  // namespace postal::wire
