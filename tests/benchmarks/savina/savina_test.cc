@@ -1,6 +1,7 @@
 // The Savina suite's correctness: every workload runs once with its small parameters on two
 // worker threads and its own check passes (a Fibonacci number, a count, a conserved balance, …).
 // The timings are not looked at; docs/benchmarks.md has them.
+#include <ostream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -8,6 +9,10 @@
 #include "workload.h"
 
 namespace postal::savina {
+
+// ctest names and failures show the workload, not its bytes.
+void PrintTo(const Workload& w, std::ostream* os) { *os << w.name; }
+
 namespace {
 
 class SavinaWorkload : public testing::TestWithParam<Workload> {};
