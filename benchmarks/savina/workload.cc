@@ -1,9 +1,12 @@
 #include "workload.h"
 
+#include <chrono>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "postal/runtime/client.h"
+#include "postal/runtime/logger.h"
 #include "postal/runtime/proc.h"
 
 namespace postal::savina {
@@ -45,11 +48,20 @@ absl::Status Completion::wait(absl::Duration timeout, std::string_view what) con
 absl::Status run_iteration(
     const RunOptions& options, std::string_view what, const Completion& done,
     absl::FunctionRef<absl::Status(runtime::Proc&, runtime::Client&)> start) {
-  runtime::Proc proc(runtime::ProcOptions::threads(options.threads));
-  absl::StatusOr<std::unique_ptr<runtime::Client>> client = runtime::Client::attach(proc, "main");
-  if (!client.ok()) return annotate(client.status(), "attach the main client");
-  if (absl::Status started = start(proc, **client); !started.ok()) return started;
-  return done.wait(options.timeout, what);
+  {
+    runtime::Proc proc(runtime::ProcOptions::threads(options.threads));
+    absl::StatusOr<std::unique_ptr<runtime::Client>> client = runtime::Client::attach(proc, "main");
+    if (!client.ok()) return annotate(client.status(), "attach the main client");
+    if (absl::Status started = start(proc, **client); !started.ok()) return started;
+    if (absl::Status finished = done.wait(options.timeout, what); !finished.ok()) return finished;
+  }
+  const double teardown_ms = std::chrono::duration<double, std::milli>(
+                                 std::chrono::steady_clock::now() - done.finished_at())
+                                 .count();
+  runtime::Logger::get("postal.savina")
+      .info(absl::StrFormat("%s: %.1f ms from the workload's end to the proc destroyed",
+                            std::string(what), teardown_ms));
+  return absl::OkStatus();
 }
 
 absl::Status annotate(const absl::Status& status, std::string_view step) {

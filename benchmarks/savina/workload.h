@@ -12,6 +12,7 @@
 // classes set them; `Size::kSmall` is what the ctest runs (the same code, a few milliseconds).
 #pragma once
 
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -58,11 +59,17 @@ const Workload* find_workload(std::string_view name);
 // iteration waits for it before tearing the proc down.
 class Completion {
  public:
-  void done() { finished_.Notify(); }
+  void done() {
+    finished_at_ = std::chrono::steady_clock::now();
+    finished_.Notify();
+  }
   // DeadlineExceeded naming `what` when `done()` was not called within `timeout`.
   absl::Status wait(absl::Duration timeout, std::string_view what) const;
+  // When `done()` was called; valid once `wait` returned OK.
+  std::chrono::steady_clock::time_point finished_at() const { return finished_at_; }
 
  private:
+  std::chrono::steady_clock::time_point finished_at_;
   absl::Notification finished_;
 };
 
@@ -76,7 +83,8 @@ inline bool perform_computation(double theta) {
 // One iteration's frame, what every workload shares: a proc with `options.threads` workers and a
 // client for the main thread (CAF's `anon_send`); `start` spawns and kicks the workload; then the
 // iteration waits for `done` and tears the client and the proc down (timed: the port's
-// iteration builds and destroys its `actor_system`, which waits for every actor).
+// iteration builds and destroys its `actor_system`, which waits for every actor). How long the
+// teardown took after the workload's end is logged on `postal.savina`.
 absl::Status run_iteration(const RunOptions& options, std::string_view what, const Completion& done,
                            absl::FunctionRef<absl::Status(runtime::Proc&, runtime::Client&)> start);
 
