@@ -129,16 +129,11 @@ class AccountBase : public Actor {
   Ledger* ledger_;
 };
 
-class BlockingAccount : public AccountBase, public Handles<Credit<BlockingAccount>, Debit, Stop> {
+// The request styles' accounts (blocking, then): they differ only in how a credit waits.
+template <class Self>
+class RequestAccount : public AccountBase, public Handles<Credit<Self>, Debit, Stop> {
  public:
   using AccountBase::AccountBase;
-  absl::Status handle(Context& cx, Credit<BlockingAccount> m) override {
-    take(m.amount);
-    absl::StatusOr<Reply> r = m.recipient.request(cx, Debit{{}, m.amount}, kRequestTimeout);
-    if (!r.ok()) return r.status();
-    m.sender.send(cx, Reply{});
-    return absl::OkStatus();
-  }
   absl::Status handle(Context& cx, Debit m) override {
     put(m.amount);
     m.reply_to.send(cx, Reply{});
@@ -150,9 +145,23 @@ class BlockingAccount : public AccountBase, public Handles<Credit<BlockingAccoun
   }
 };
 
-class ThenAccount : public AccountBase, public Handles<Credit<ThenAccount>, Debit, Stop> {
+class BlockingAccount : public RequestAccount<BlockingAccount> {
  public:
-  using AccountBase::AccountBase;
+  using RequestAccount::handle;
+  using RequestAccount::RequestAccount;
+  absl::Status handle(Context& cx, Credit<BlockingAccount> m) override {
+    take(m.amount);
+    absl::StatusOr<Reply> r = m.recipient.request(cx, Debit{{}, m.amount}, kRequestTimeout);
+    if (!r.ok()) return r.status();
+    m.sender.send(cx, Reply{});
+    return absl::OkStatus();
+  }
+};
+
+class ThenAccount : public RequestAccount<ThenAccount> {
+ public:
+  using RequestAccount::handle;
+  using RequestAccount::RequestAccount;
   absl::Status handle(Context& cx, Credit<ThenAccount> m) override {
     take(m.amount);
     cx.request(m.recipient.port<Debit>(), Debit{{}, m.amount}, kRequestTimeout)
@@ -161,15 +170,6 @@ class ThenAccount : public AccountBase, public Handles<Credit<ThenAccount>, Debi
           sender.send(cx, Reply{});
           return absl::OkStatus();
         });
-    return absl::OkStatus();
-  }
-  absl::Status handle(Context& cx, Debit m) override {
-    put(m.amount);
-    m.reply_to.send(cx, Reply{});
-    return absl::OkStatus();
-  }
-  absl::Status handle(Context& cx, Stop) override {
-    cx.stop();
     return absl::OkStatus();
   }
 };
