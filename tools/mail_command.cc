@@ -1,23 +1,33 @@
-// `postal mail post|fetch|peek|status|create|delete|subscribe ADDR`, `postal mail list`: one mail
-// verb against a running topology. create, delete, list and subscribe (tail -f) are for retained
+// `postal mail post|fetch|peek|status|create|delete|subscribe|policy ADDR`, `postal mail list`:
+// one mail verb against a running topology. create, delete, list and subscribe (tail -f) are for retained
 // mailboxes, which a MailboxHost serves when it has a store (its `store` spawn parameter).
 //
 // It reads the topology's state file (topology_state.h; `postal up` writes it), asks each
 // recorded proc in turn for an actor named `mailbox-host` (mail::kMailboxHostName, a
 // postal.MailboxHost), and runs the verb through a PostProvider from a throwaway proc on an
 // abstract ipc socket. Only `post:` addresses are served by a topology.
+//
+// `postal mail export ADDR FILE --store DB` and `postal mail import FILE --store DB` work on a
+// store file instead, offline (mailbox_export.h): the store is opened exclusively, so they refuse
+// to run beside a MailboxHost that serves it.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "commands.h"
 #include "postal/mail/mail_errors.h"
+#include "postal/mail/mailbox_export.h"
 #include "postal/mail/mailbox_host.h"
+#include "postal/mail/mem_provider.h"
 #include "postal/mail/post_office.h"
 #include "postal/mail/post_provider.h"
+#include "postal/mail/sqlite_mail_store.h"
 #include "postal/mail/system_headers.h"
 #include "postal/routing/node.h"
 #include "postal/runtime/client.h"
@@ -134,8 +144,55 @@ int run_retained_verb(mail::PostOffice& office, const MailCommand& c) {
   return 0;
 }
 
+std::string describe(const mail::MailboxPolicy& p) {
+  if (p.empty()) return "no policy (the provider's settings apply)\n";
+  std::string out;
+  if (p.retry) {
+    absl::StrAppend(&out, "retry: max_attempts ", p.retry->max_attempts, ", base_delay ",
+                    absl::FormatDuration(p.retry->base_delay), ", max_delay ",
+                    absl::FormatDuration(p.retry->max_delay), ", factor ", p.retry->factor,
+                    ", jitter ", p.retry->jitter, "\n");
+  }
+  if (p.max_delivery_rounds) absl::StrAppend(&out, "rounds: ", *p.max_delivery_rounds, "\n");
+  if (p.dead_letter) absl::StrAppend(&out, "dead_letter: ", *p.dead_letter ? "on" : "off", "\n");
+  if (p.settle_timeout) {
+    absl::StrAppend(&out, "settle_timeout: ", absl::FormatDuration(*p.settle_timeout), "\n");
+  }
+  return out;
+}
+
+// `policy ADDR`: shows the mailbox's policy (M-RETRY-6); with options, changes the fields given
+// (the rest stay as they are; --clear first clears it) and shows the result. A bad policy is
+// refused by the host and nothing changes.
+int run_policy(mail::PostOffice& office, const MailCommand& c) {
+  const bool changes = c.clear || c.max_attempts >= 0 || c.base_delay_ms >= 0 ||
+                       c.max_delay_ms >= 0 || c.rounds >= 0 || c.settle_timeout_ms >= 0 ||
+                       !c.dead_letter.empty();
+  absl::StatusOr<mail::MailboxPolicy> current = office.policy(c.address);
+  if (!current.ok()) return fail(current.status());
+  if (changes) {
+    mail::MailboxPolicy p = c.clear ? mail::MailboxPolicy{} : *current;
+    if (c.max_attempts >= 0 || c.base_delay_ms >= 0 || c.max_delay_ms >= 0) {
+      mail::RetryPolicy r = p.retry.value_or(mail::RetryPolicy{});
+      if (c.max_attempts >= 0) r.max_attempts = static_cast<uint32_t>(c.max_attempts);
+      if (c.base_delay_ms >= 0) r.base_delay = absl::Milliseconds(c.base_delay_ms);
+      if (c.max_delay_ms >= 0) r.max_delay = absl::Milliseconds(c.max_delay_ms);
+      p.retry = r;
+    }
+    if (c.rounds >= 0) p.max_delivery_rounds = static_cast<uint64_t>(c.rounds);
+    if (c.settle_timeout_ms >= 0) p.settle_timeout = absl::Milliseconds(c.settle_timeout_ms);
+    if (!c.dead_letter.empty()) p.dead_letter = c.dead_letter == "on";
+    if (absl::Status s = office.set_policy(c.address, p); !s.ok()) return fail(s);
+    current = office.policy(c.address);
+    if (!current.ok()) return fail(current.status());
+  }
+  std::printf("policy of %s:\n%s", c.address.c_str(), describe(*current).c_str());
+  return 0;
+}
+
 int run_verb(mail::PostOffice& office, const MailCommand& c) {
   if (int rc = run_retained_verb(office, c); rc >= 0) return rc;
+  if (c.verb == "policy") return run_policy(office, c);
   if (c.verb == "post") {
     mail::Letter letter = mail::Letter::text(c.data);
     if (!c.priority.empty()) letter.headers.set(mail::kPriority, c.priority);
@@ -194,16 +251,73 @@ int run_verb(mail::PostOffice& office, const MailCommand& c) {
   return 0;
 }
 
+// Writes `text` to `path` through a temporary file in the same folder, renamed over it once
+// complete, so a reader never sees half an export.
+absl::Status write_whole(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp-", ::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wbx");
+  if (f == nullptr) {
+    return mail::IoFailedError(absl::StrCat("cannot write '", tmp, "': ", std::strerror(errno)));
+  }
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!wrote || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    std::remove(tmp.c_str());
+    return mail::IoFailedError(absl::StrCat("cannot write '", path, "': ", std::strerror(saved)));
+  }
+  return absl::OkStatus();
+}
+
+// export / import: offline, on the store file (the store opened exclusively).
+int run_store_verb(const MailCommand& c) {
+  if (c.store.empty()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        c.verb, " works on a store file: give it with --store FILE (the `store` spawn parameter "
+                "of the MailboxHost, which must not be running)")));
+  }
+  absl::StatusOr<std::unique_ptr<mail::MailStore>> store =
+      mail::SqliteMailStore::open(c.store, {.exclusive = true});
+  if (!store.ok()) return fail(store.status());
+  if (c.verb == "import") {
+    if (c.address.empty() || !c.file.empty()) {
+      return fail(absl::InvalidArgumentError("import takes one file: postal mail import FILE "
+                                             "--store DB"));
+    }
+    absl::StatusOr<mail::ImportResult> r = mail::import_mailbox(**store, c.address, absl::Now());
+    if (!r.ok()) return fail(r.status());
+    std::printf("imported %llu letter(s) into %s (%s)\n",
+                static_cast<unsigned long long>(r->messages), r->mailbox.c_str(),
+                r->created ? "created" : "existing");
+    return 0;
+  }
+  if (c.file.empty()) {
+    return fail(absl::InvalidArgumentError("export writes a file: postal mail export ADDR FILE "
+                                           "--store DB"));
+  }
+  absl::StatusOr<mail::MailAddress> address = mail::MailAddress::parse(c.address);
+  if (!address.ok()) return fail(address.status());
+  const std::string name = mail::MemProvider::store_name(*address);
+  absl::StatusOr<std::string> text = mail::export_mailbox(**store, name);
+  if (!text.ok()) return fail(text.status());
+  if (absl::Status s = write_whole(c.file, *text); !s.ok()) return fail(s);
+  std::printf("exported %s to %s\n", name.c_str(), c.file.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int mail_command(const MailCommand& command) {
   static const std::set<std::string> kVerbs = {"post",   "fetch",  "peek", "status",
-                                               "create", "delete", "list", "subscribe"};
+                                               "create", "delete", "list", "subscribe",
+                                               "policy", "export", "import"};
   if (!kVerbs.contains(command.verb)) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("unknown verb '", command.verb,
-                     "'; write post, fetch, peek, status, create, delete, list or subscribe")));
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "unknown verb '", command.verb,
+        "'; write post, fetch, peek, status, create, delete, list, subscribe, policy, export or "
+        "import")));
   }
+  if (command.verb == "export" || command.verb == "import") return run_store_verb(command);
   if (command.verb == "fetch" && !mail::parse_disposition(command.ack)) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("--ack ", command.ack,

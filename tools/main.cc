@@ -4,7 +4,8 @@
 //   postal up FILE              bring a topology file up in the foreground
 //   postal status [NAME]        procs, actors, queue depths and failures of a running topology
 //   postal bench [...]          benchmark routing beside raw sockets, CAF and NATS
-//   postal mail VERB [ADDR]     post|fetch|peek|status|create|delete|list|subscribe (mail_command.cc)
+//   postal mail VERB [ADDR]     post|fetch|peek|status|create|delete|list|subscribe|export|import
+//                               (mail_command.cc)
 //   postal inbox VERB FILE      status [--json] | retry [--consumer C] (inbox_command.cc)
 //   postal soak FILE [...]      kill -9, SIGSTOP and restart procs under load; account for every payload
 //   postal proc --name ...      (used by hosts) run one proc; see routing/proc_main.h
@@ -109,11 +110,17 @@ int main(int argc, char** argv) {
   postal::tools::MailCommand mail;
   CLI::App* mail_app = app.add_subcommand(
       "mail", "post, fetch, peek or show the status of a post: mailbox of a running topology; "
-              "create, delete, list or subscribe to its retained mailboxes");
+              "create, delete, list or subscribe to its retained mailboxes; export or import "
+              "a retained mailbox of a store file");
   mail_app->add_option("verb", mail.verb,
-                       "post | fetch | peek | status | create | delete | list | subscribe")
+                       "post | fetch | peek | status | create | delete | list | subscribe | "
+                       "policy | export | import")
       ->required();
-  mail_app->add_option("address", mail.address, "e.g. post:orders@shop.example/inbox");
+  mail_app->add_option("address", mail.address,
+                       "e.g. post:orders@shop.example/inbox (import: the JSON file)");
+  mail_app->add_option("file", mail.file, "export: the JSON file to write");
+  mail_app->add_option("--store", mail.store,
+                       "export, import: the SQLite store file, with no MailboxHost serving it");
   mail_app->add_option("--data", mail.data, "post: the text to send");
   mail_app->add_option("--priority", mail.priority, "post: critical | urgent | normal (retained)");
   mail_app->add_option("--ttl", mail.ttl_s, "create: time to live in seconds (default: none)");
@@ -132,6 +139,21 @@ int main(int argc, char** argv) {
   mail_app->add_flag("--private", mail.is_private,
                      "create: a private mailbox; prints the drawn address (give no address)");
   mail_app->add_option("--topology", mail.topology, "the topology (default: every running one)");
+  mail_app->add_option("--max-attempts", mail.max_attempts, "policy: retry attempts in all")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}));
+  mail_app->add_option("--base-delay-ms", mail.base_delay_ms, "policy: first retry wait")
+      ->check(CLI::NonNegativeNumber);
+  mail_app->add_option("--max-delay-ms", mail.max_delay_ms, "policy: longest retry wait")
+      ->check(CLI::NonNegativeNumber);
+  mail_app->add_option("--rounds", mail.rounds, "policy: delivery rounds before a give-up (0: "
+                                                "unlimited)")
+      ->check(CLI::NonNegativeNumber);
+  mail_app->add_option("--settle-timeout-ms", mail.settle_timeout_ms,
+                       "policy: the settle watchdog (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  mail_app->add_option("--dead-letter", mail.dead_letter, "policy: on | off")
+      ->check(CLI::IsMember({"on", "off"}));
+  mail_app->add_flag("--clear", mail.clear, "policy: clear the mailbox's policy");
   postal::tools::InboxCommand inbox;
   CLI::App* inbox_app = app.add_subcommand(
       "inbox", "show an inbox file's counts by consumer and status, or retry its DEAD records");

@@ -1,6 +1,9 @@
 #include "postal/mail/mail_store.h"
 
+#include <algorithm>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace postal::mail {
 
@@ -23,6 +26,29 @@ absl::StatusOr<std::vector<StoredMessage>> MailStore::read_all(std::string_view 
     }
   }
   return all;
+}
+
+absl::StatusOr<std::vector<StoredMessage>> MailStore::read_unsettled(std::string_view id,
+                                                                     std::string_view group,
+                                                                     uint64_t through) {
+  absl::StatusOr<std::vector<uint64_t>> marks = settled(id, group);
+  if (!marks.ok()) return marks.status();
+  absl::StatusOr<std::vector<StoredMessage>> all = read_all(id, through);
+  if (!all.ok() || marks->empty()) return all;
+  std::erase_if(*all, [&](const StoredMessage& m) {
+    return std::binary_search(marks->begin(), marks->end(), m.seq);
+  });
+  return all;
+}
+
+absl::Status check_queue_group(std::string_view group) {
+  if (group.empty() || group.size() > kMaxQueueGroupBytes ||
+      group.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "queue group name of ", group.size(), " bytes is invalid; a queue group is named by 1 to ",
+        kMaxQueueGroupBytes, " bytes without NUL"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace postal::mail

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -99,6 +100,107 @@ TEST_F(MailCli, M_KIND_2_CreatePostListSubscribeAndDeleteARetainedMailbox) {
   EXPECT_EQ(deleted.exit_status, 0) << deleted.output;
   Outcome empty = mail({"list"});
   EXPECT_EQ(empty.output.find("post://tasks"), std::string::npos) << empty.output;
+}
+
+// M-STORE-1: export and import work on a store file offline, and refuse while a MailboxHost
+// serves it; a round trip carries every letter.
+TEST_F(MailCli, M_STORE_1_ExportAndImportAStoreFileOfflineButNeverBesideItsHost) {
+  const fs::path file = dir_ / "t.toml";
+  const fs::path db = dir_ / "mail.db";
+  std::ofstream(file) << "[topology]\nname = \"" << name_ << "\"\non_proc_exit = \"ignore\"\n"
+                      << "[[proc]]\nname = \"mail\"\nlisten = \"ipc://@" << name_ << "-mail\"\n"
+                      << "workers = 1\n"
+                      << "[[actor]]\nproc = \"mail\"\nname = \"mailbox-host\"\n"
+                      << "type = \"postal.MailboxHost\"\n"
+                      << "params = { store = \"" << db.string() << "\" }\n";
+  const std::string box = "post:tasks@agents.test/queue";
+  const fs::path exported = dir_ / "tasks.json";
+  {
+    BackgroundPostal up({"up", file.string()}, dir_ / "up.txt");
+    ASSERT_TRUE(up.wait_for_output("is up", seconds(30))) << up.output();
+    ASSERT_EQ(mail({"create", box, "--max-messages", "10"}).exit_status, 0);
+    ASSERT_EQ(mail({"post", box, "--data", "first", "--priority", "urgent"}).exit_status, 0);
+    ASSERT_EQ(mail({"post", box, "--data", "second", "--priority", "critical"}).exit_status, 0);
+    Outcome served = mail({"export", box, exported.string(), "--store", db.string()});
+    EXPECT_EQ(served.exit_status, 1) << served.output;
+    EXPECT_NE(served.output.find("is open in another process"), std::string::npos)
+        << served.output;
+    EXPECT_FALSE(fs::exists(exported));
+  }
+  // The topology is down: the store is ours (its proc may take a moment to let go).
+  Outcome out;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        out = mail({"export", box, exported.string(), "--store", db.string()});
+        return out.exit_status == 0;
+      },
+      seconds(30)))
+      << out.output;
+  const std::string text = slurp(exported);
+  EXPECT_NE(text.find("postal.mailbox-export"), std::string::npos) << text;
+  const fs::path other = dir_ / "other.db";
+  Outcome imported = mail({"import", exported.string(), "--store", other.string()});
+  ASSERT_EQ(imported.exit_status, 0) << imported.output;
+  EXPECT_NE(imported.output.find("imported 2 letter(s) into tasks@agents.test/queue (created)"),
+            std::string::npos)
+      << imported.output;
+  const fs::path again = dir_ / "again.json";
+  ASSERT_EQ(mail({"export", box, again.string(), "--store", other.string()}).exit_status, 0);
+  // Same letters in the same order: compare the bodies (seqs and times are the new store's).
+  auto bodies = [](const std::string& t) {
+    std::vector<std::string> out;
+    for (size_t at = t.find("\"body_base64\""); at != std::string::npos;
+         at = t.find("\"body_base64\"", at + 1)) {
+      out.push_back(t.substr(at, t.find('\n', at) - at));
+    }
+    return out;
+  };
+  EXPECT_EQ(bodies(slurp(again)), bodies(text));
+  EXPECT_EQ(bodies(text).size(), 2u);
+  // A malformed file is refused and imports nothing.
+  const fs::path broken = dir_ / "broken.json";
+  std::ofstream(broken) << text.substr(0, text.size() / 2);
+  Outcome bad = mail({"import", broken.string(), "--store", (dir_ / "third.db").string()});
+  EXPECT_EQ(bad.exit_status, 1) << bad.output;
+  EXPECT_NE(bad.output.find("nothing was imported"), std::string::npos) << bad.output;
+  Outcome no_store = mail({"import", exported.string()});
+  EXPECT_NE(no_store.output.find("--store"), std::string::npos) << no_store.output;
+}
+
+// M-RETRY-6 from the command line: `postal mail policy ADDR` shows a mailbox's policy; its
+// options change the fields given and leave the others; a bad policy is refused and changes
+// nothing; --clear clears it.
+TEST_F(MailCli, M_RETRY_6_PolicyShowsSetsAndClearsAMailboxsPolicy) {
+  const fs::path file = dir_ / "t.toml";
+  std::ofstream(file) << "[topology]\nname = \"" << name_ << "\"\non_proc_exit = \"ignore\"\n"
+                      << "[[proc]]\nname = \"mail\"\nlisten = \"ipc://@" << name_ << "-mail\"\n"
+                      << "workers = 1\n"
+                      << "[[actor]]\nproc = \"mail\"\nname = \"mailbox-host\"\n"
+                      << "type = \"postal.MailboxHost\"\n";
+  BackgroundPostal up({"up", file.string()}, dir_ / "up.txt");
+  ASSERT_TRUE(up.wait_for_output("is up", seconds(30))) << up.output();
+  const std::string box = "post:orders@shop.test/inbox";
+  Outcome none = mail({"policy", box});
+  ASSERT_EQ(none.exit_status, 0) << none.output;
+  EXPECT_NE(none.output.find("no policy"), std::string::npos) << none.output;
+  Outcome set = mail({"policy", box, "--max-attempts", "5", "--base-delay-ms", "200",
+                      "--rounds", "7", "--dead-letter", "on"});
+  ASSERT_EQ(set.exit_status, 0) << set.output;
+  EXPECT_NE(set.output.find("max_attempts 5, base_delay 200ms"), std::string::npos) << set.output;
+  EXPECT_NE(set.output.find("rounds: 7"), std::string::npos) << set.output;
+  EXPECT_NE(set.output.find("dead_letter: on"), std::string::npos) << set.output;
+  // One field more; the others stay.
+  Outcome more = mail({"policy", box, "--settle-timeout-ms", "1500"});
+  ASSERT_EQ(more.exit_status, 0) << more.output;
+  EXPECT_NE(more.output.find("settle_timeout: 1.5s"), std::string::npos) << more.output;
+  EXPECT_NE(more.output.find("max_attempts 5"), std::string::npos) << more.output;
+  // A bad policy (no attempt at all) is refused; the stored one is unchanged.
+  Outcome bad = mail({"policy", box, "--max-attempts", "0"});
+  EXPECT_EQ(bad.exit_status, 1) << bad.output;
+  EXPECT_NE(mail({"policy", box}).output.find("max_attempts 5"), std::string::npos);
+  Outcome cleared = mail({"policy", box, "--clear"});
+  ASSERT_EQ(cleared.exit_status, 0) << cleared.output;
+  EXPECT_NE(cleared.output.find("no policy"), std::string::npos) << cleared.output;
 }
 
 }  // namespace

@@ -130,6 +130,49 @@ TEST_P(MemRetainedTest, M_KIND_3_DeliverNewReplaysNothingAndLastOnlyTheNewestSto
   EXPECT_EQ(all.texts(), (std::vector<std::string>{"c1", "u1", "live2", "n1", "live1"}));
 }
 
+// M-RECV-4 through the PostOffice: a queue group's member settles each letter by its status
+// (M-ACK-4): OK and a plain error settle it for the group, a retriable error leaves it for the
+// group's next lifetime; a plain subscription still replays everything.
+TEST_P(MemRetainedTest, M_RECV_4_AQueueGroupSettlesByTheHandlersStatusThroughThePostOffice) {
+  ASSERT_TRUE(office_.create_mailbox(kBox).ok());
+  for (std::string_view text : {"a", "b", "c", "d"}) post("urgent", text);
+  {
+    Received first;
+    MailHandler record = first.handler();
+    absl::StatusOr<Subscription> sub = office_.subscribe(
+        kBox,
+        [&](const Letter& l) -> absl::Status {
+          (void)record(l);
+          const std::string text = l.body.text().value_or("");
+          if (text == "b") return RetriableError("try again later");
+          if (text == "c") return absl::InvalidArgumentError("malformed: discard it");
+          return absl::OkStatus();
+        },
+        {.queue_group = "workers"});
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    ASSERT_TRUE(first.wait_for(4));
+    ASSERT_TRUE(retained_->wait_idle(absl::Seconds(30)));
+  }
+  Received again;
+  absl::StatusOr<Subscription> member =
+      office_.subscribe(kBox, again.handler(), {.queue_group = "workers"});
+  ASSERT_TRUE(member.ok()) << member.status();
+  ASSERT_TRUE(again.wait_for(1));
+  ASSERT_TRUE(retained_->wait_idle(absl::Seconds(30)));
+  EXPECT_EQ(again.texts(), std::vector<std::string>{"b"});
+  Received plain;
+  absl::StatusOr<Subscription> all = office_.subscribe(kBox, plain.handler());
+  ASSERT_TRUE(plain.wait_for(4));
+}
+
+TEST_P(MemRetainedTest, M_RECV_4_AQueueGroupOnAQueueMailboxIsRefused) {
+  Received r;
+  absl::StatusOr<Subscription> sub =
+      office_.subscribe("mem:plain@agents.example/queue", r.handler(), {.queue_group = "w"});
+  EXPECT_EQ(sub.status().code(), absl::StatusCode::kInvalidArgument) << sub.status();
+  EXPECT_NE(sub.status().message().find("retained mailboxes only"), std::string_view::npos);
+}
+
 TEST_P(MemRetainedTest, M_BOX_4_ListPublicNamesRetainedMailboxesByAddress) {
   ASSERT_TRUE(office_.create_mailbox(kBox).ok());
   absl::StatusOr<std::vector<std::string>> listed = office_.list_public("mem");

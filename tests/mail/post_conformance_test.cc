@@ -384,5 +384,103 @@ TEST(PostProvider, M_KIND_2_RetainedMailboxesAcrossProcsThroughTheHost) {
   }
 }
 
+// M-RECV-4 across procs: the queue group crosses to the host with the subscription; what the
+// remote callback returns settles each letter for the group in the host's SQLite store, so a
+// group formed anew — also after the host's store was closed and opened again — gets only the
+// letters it never settled.
+TEST(PostProvider, M_RECV_4_AQueueGroupAcrossProcsSettlesPerRecordAlsoAfterTheStoreReopens) {
+  test_support::ScratchDir dir;
+  constexpr std::string_view kJobs = "post:jobs@agents.test/queue";
+  // One host on the store file with a PostOffice talking to it from another proc.
+  auto serve = [&](auto&& body) {
+    absl::StatusOr<std::unique_ptr<MailStore>> store = SqliteMailStore::open(dir.path() / "m.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<std::unique_ptr<RetainedMailboxes>> retained =
+        RetainedMailboxes::create({.store = *std::move(store)});
+    ASSERT_TRUE(retained.ok());
+    std::shared_ptr<Rig> rig =
+        make_rig(MemOptions{.bus = MemBus::isolated(), .retained = *std::move(retained)});
+    ASSERT_NE(rig, nullptr);
+    PostOffice office;
+    ASSERT_TRUE(office.register_provider(*provider_on(rig)).ok());
+    ASSERT_TRUE(office.start().ok());
+    body(office);
+  };
+  struct Got {
+    absl::Mutex mu;
+    std::vector<std::string> texts ABSL_GUARDED_BY(mu);
+    bool wait_for(size_t n) {
+      absl::MutexLock lock(&mu);
+      auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return texts.size() >= n; };
+      return mu.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(30));
+    }
+  };
+  serve([&](PostOffice& office) {
+    ASSERT_TRUE(office.create_mailbox(kJobs).ok());
+    for (std::string_view text : {"a", "b", "c"}) {
+      Letter l = Letter::text(text);
+      l.headers.set(kPriority, std::string("critical"));
+      ASSERT_TRUE(office.post(kJobs, std::move(l)).ok());
+    }
+    Got got;
+    absl::StatusOr<Subscription> sub = office.subscribe(
+        kJobs,
+        [&](const Letter& l) -> absl::Status {
+          const std::string text = l.body.text().value_or("?");
+          {
+            absl::MutexLock lock(&got.mu);
+            got.texts.push_back(text);
+          }
+          return text == "b" ? RetriableError("not now") : absl::OkStatus();
+        },
+        {.queue_group = "workers"});
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    ASSERT_TRUE(got.wait_for(3));
+    ASSERT_TRUE(office.wait_idle(absl::Seconds(30)).ok());
+    sub->unsubscribe();  // the group's last member leaves
+    Got again;
+    absl::StatusOr<Subscription> member = office.subscribe(
+        kJobs,
+        [&](const Letter& l) {
+          absl::MutexLock lock(&again.mu);
+          again.texts.push_back(l.body.text().value_or("?"));
+          return absl::OkStatus();
+        },
+        {.queue_group = "workers"});
+    ASSERT_TRUE(member.ok()) << member.status();
+    ASSERT_TRUE(again.wait_for(1));
+    ASSERT_TRUE(office.wait_idle(absl::Seconds(30)).ok());
+    absl::MutexLock lock(&again.mu);
+    EXPECT_EQ(again.texts, std::vector<std::string>{"b"});
+  });
+  serve([&](PostOffice& office) {  // the host's store reopened: "b" is settled now too
+    Got plain;
+    absl::StatusOr<Subscription> all = office.subscribe(kJobs, [&](const Letter& l) {
+      absl::MutexLock lock(&plain.mu);
+      plain.texts.push_back(l.body.text().value_or("?"));
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_TRUE(plain.wait_for(3)) << "a plain subscription replays every stored letter";
+    Got group;
+    absl::StatusOr<Subscription> member = office.subscribe(
+        kJobs,
+        [&](const Letter& l) {
+          absl::MutexLock lock(&group.mu);
+          group.texts.push_back(l.body.text().value_or("?"));
+          return absl::OkStatus();
+        },
+        {.queue_group = "workers"});
+    ASSERT_TRUE(member.ok()) << member.status();
+    Letter l = Letter::text("d");
+    l.headers.set(kPriority, std::string("urgent"));
+    ASSERT_TRUE(office.post(kJobs, std::move(l)).ok());
+    ASSERT_TRUE(group.wait_for(1));
+    ASSERT_TRUE(office.wait_idle(absl::Seconds(30)).ok());
+    absl::MutexLock lock(&group.mu);
+    EXPECT_EQ(group.texts, std::vector<std::string>{"d"}) << "only the record it never settled";
+  });
+}
+
 }  // namespace
 }  // namespace postal::mail::testing

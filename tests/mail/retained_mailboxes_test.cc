@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "mail_store_suite.h"
 #include "postal/mail/mail_errors.h"
 
@@ -26,6 +27,16 @@ class Inbox {
     return [this](const RetainedMessage& m) {
       absl::MutexLock lock(&mu_);
       messages_.push_back(m);
+    };
+  }
+  // Records the message, then settles it as `decide` says (M-RECV-4).
+  RetainedHandler settling(std::function<Disposition(const RetainedMessage&)> decide) {
+    return [this, decide = std::move(decide)](const RetainedMessage& m) {
+      {
+        absl::MutexLock lock(&mu_);
+        messages_.push_back(m);
+      }
+      return decide(m);
     };
   }
   bool wait_for(size_t n) {
@@ -59,11 +70,21 @@ class RetainedTest : public MailStoreTest {
  protected:
   void SetUp() override {
     MailStoreTest::SetUp();
+    start_retained();
+  }
+  void start_retained() {
     shared_ = std::shared_ptr<MailStore>(std::move(store_));
     absl::StatusOr<std::unique_ptr<RetainedMailboxes>> r = RetainedMailboxes::create(
         {.store = shared_, .clock = clock_, .sweep_interval = absl::ZeroDuration()});
     ASSERT_TRUE(r.ok()) << r.status();
     mail_ = *std::move(r);
+  }
+  // Closes the mailboxes and the store, opens the store file again and serves it anew.
+  void reopen_retained() {
+    mail_.reset();
+    shared_.reset();
+    open_store();
+    start_retained();
   }
   void TearDown() override {
     mail_.reset();
@@ -340,11 +361,148 @@ TEST_P(RetainedTest, M_RECV_4_AGroupReplaysTheBacklogOncePerLifetime) {
   RetainedSubscription sb = subscribe("backlog", b, {.queue_group = "g"});
   ASSERT_TRUE(mail_->wait_idle(kDeadline));
   EXPECT_EQ(b.size(), 0u) << "a member joining a live group does not replay";
-  sa.unsubscribe();
+}
+
+TEST_P(RetainedTest, M_RECV_4_ASettledRecordIsNeverRedeliveredToItsGroupWhenItFormsAnew) {
+  create("jobs");
+  std::set<uint64_t> first;
+  for (int i = 0; i < 5; ++i) first.insert(publish("jobs", Priority::kUrgent, absl::StrCat(i)));
+  {
+    Inbox a;
+    RetainedSubscription sa = subscribe("jobs", a, {.queue_group = "g"});
+    ASSERT_TRUE(a.wait_for(5));
+    ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  }  // the group's last member left: the group ends
+  std::set<uint64_t> later;
+  for (int i = 0; i < 2; ++i) later.insert(publish("jobs", Priority::kNormal, "later"));
+  Inbox again;
+  RetainedSubscription sg = subscribe("jobs", again, {.queue_group = "g"});
+  ASSERT_TRUE(again.wait_for(2));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  std::vector<uint64_t> got = again.seqs();
+  EXPECT_EQ(std::set<uint64_t>(got.begin(), got.end()), later)
+      << "the group formed anew gets only what it never settled";
+  EXPECT_EQ(got.size(), later.size());
+  // Another group and a plain subscription each see every record once.
+  Inbox other;
+  Inbox plain;
+  RetainedSubscription so = subscribe("jobs", other, {.queue_group = "h"});
+  RetainedSubscription sp = subscribe("jobs", plain);
+  ASSERT_TRUE(other.wait_for(7));
+  ASSERT_TRUE(plain.wait_for(7));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  EXPECT_EQ(other.size(), 7u);
+  EXPECT_EQ(plain.size(), 7u);
+  EXPECT_EQ(again.size(), 2u) << "settling in group h changes nothing for group g";
+}
+
+TEST_P(RetainedTest, M_RECV_4_APartialFailureRedeliversOnlyTheUnsettledRecords) {
+  create("jobs");
+  std::vector<uint64_t> seq;
+  for (int i = 0; i < 6; ++i) seq.push_back(publish("jobs", Priority::kUrgent, absl::StrCat(i)));
+  {
+    // Handles the first, discards the second, fails the third retriably, terminates the fourth,
+    // fails the last two retriably: settled are 1, 2 and 4.
+    Inbox a;
+    std::atomic<int> n{0};
+    const std::vector<Disposition> outcome = {Disposition::kHandled,   Disposition::kDiscard,
+                                              Disposition::kUnhandled, Disposition::kTerminate,
+                                              Disposition::kUnhandled, Disposition::kUnhandled};
+    absl::StatusOr<RetainedSubscription> sa = mail_->subscribe(
+        "jobs", a.settling([&](const RetainedMessage&) { return outcome[n++]; }),
+        {.queue_group = "g"});
+    ASSERT_TRUE(sa.ok()) << sa.status();
+    ASSERT_TRUE(a.wait_for(6));
+    ASSERT_TRUE(mail_->wait_idle(kDeadline));
+    EXPECT_EQ(a.size(), 6u) << "an unhandled record is not redelivered within the lifetime";
+  }
+  Inbox b;
+  RetainedSubscription sb = subscribe("jobs", b, {.queue_group = "g"});
+  ASSERT_TRUE(b.wait_for(3));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  EXPECT_EQ(b.seqs(), (std::vector<uint64_t>{seq[2], seq[4], seq[5]}));
+}
+
+TEST_P(RetainedTest, M_RECV_4_AMemberFailingMidReplayLeavesTheRestToAnotherMemberUndoubled) {
+  create("jobs");
+  std::set<uint64_t> all;
+  for (int i = 0; i < 20; ++i) all.insert(publish("jobs", Priority::kUrgent, absl::StrCat(i)));
+  // The member forming the group handles three records, then fails on the fourth (its handler
+  // ends its subscription and reports it unhandled, like a worker that crashed mid-batch).
+  Inbox a;
+  RetainedSubscription sa;
+  absl::Notification a_ready;
+  std::atomic<int> n{0};
+  absl::StatusOr<RetainedSubscription> made = mail_->subscribe(
+      "jobs", a.settling([&](const RetainedMessage&) {
+        if (++n < 4) return Disposition::kHandled;
+        a_ready.WaitForNotification();
+        sa.unsubscribe();
+        return Disposition::kUnhandled;
+      }),
+      {.queue_group = "g"});
+  ASSERT_TRUE(made.ok()) << made.status();
+  Inbox b;  // joins while the replay runs: takes the replay over when a fails
+  RetainedSubscription sb = subscribe("jobs", b, {.queue_group = "g"});
+  sa = *std::move(made);
+  a_ready.Notify();
+  ASSERT_TRUE(b.wait_for(16));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  std::vector<uint64_t> got_a = a.seqs();
+  std::vector<uint64_t> got_b = b.seqs();
+  ASSERT_EQ(got_a.size(), 4u);
+  std::multiset<uint64_t> got(got_a.begin(), got_a.end());
+  got.insert(got_b.begin(), got_b.end());
+  EXPECT_EQ(got.size(), 20u) << "no record handed to two members";
+  EXPECT_EQ(std::set<uint64_t>(got.begin(), got.end()), all);
   sb.unsubscribe();
-  Inbox c;  // the group formed again: what is still stored comes back
-  RetainedSubscription sc = subscribe("backlog", c, {.queue_group = "g"});
-  ASSERT_TRUE(c.wait_for(5));
+  // The group forms anew: only the record the failing member left unsettled comes back.
+  Inbox c;
+  RetainedSubscription sc = subscribe("jobs", c, {.queue_group = "g"});
+  ASSERT_TRUE(c.wait_for(1));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  EXPECT_EQ(c.seqs(), std::vector<uint64_t>{got_a.back()});
+}
+
+TEST_P(RetainedTest, M_RECV_4_SettlementSurvivesReopeningTheStore) {
+  if (!shared_->persistent()) GTEST_SKIP() << "a " << shared_->kind() << " store keeps nothing";
+  create("jobs");
+  std::vector<uint64_t> seq;
+  for (int i = 0; i < 4; ++i) seq.push_back(publish("jobs", Priority::kCritical, absl::StrCat(i)));
+  {
+    Inbox a;
+    absl::StatusOr<RetainedSubscription> sa = mail_->subscribe(
+        "jobs", a.settling([&](const RetainedMessage& m) {
+          return m.seq == seq[1] ? Disposition::kUnhandled : Disposition::kHandled;
+        }),
+        {.queue_group = "g"});
+    ASSERT_TRUE(sa.ok()) << sa.status();
+    ASSERT_TRUE(a.wait_for(4));
+    ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  }
+  reopen_retained();
+  Inbox b;
+  RetainedSubscription sb = subscribe("jobs", b, {.queue_group = "g"});
+  ASSERT_TRUE(b.wait_for(1));
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  EXPECT_EQ(b.seqs(), std::vector<uint64_t>{seq[1]});
+  Inbox plain;  // a plain subscription still replays everything
+  RetainedSubscription sp = subscribe("jobs", plain);
+  ASSERT_TRUE(plain.wait_for(4));
+}
+
+TEST_P(RetainedTest, M_RECV_4_ABadQueueGroupNameIsRefusedAndJoinsNothing) {
+  create("jobs");
+  publish("jobs", Priority::kUrgent, "x");
+  Inbox inbox;
+  for (const std::string& bad :
+       {std::string("g\0h", 3), std::string(kMaxQueueGroupBytes + 1, 'g')}) {
+    absl::StatusOr<RetainedSubscription> s =
+        mail_->subscribe("jobs", inbox.handler(), {.queue_group = bad});
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
+  }
+  ASSERT_TRUE(mail_->wait_idle(kDeadline));
+  EXPECT_EQ(inbox.size(), 0u);
 }
 
 TEST_P(RetainedTest, M_BOX_6_PublishPastABoundStoresAndPushesNothing) {

@@ -157,8 +157,9 @@ bool MemProvider::can(Capability op, const MailAddress*) const {
 absl::StatusOr<Subscription> MemProvider::subscribe(const MailAddress& address, MailHandler handler,
                                                     const SubscribeOptions& options) {
   if (std::optional<std::string> name = retained_name(address)) {
-    return subscribe_retained(*name, address, std::move(handler), options.deliver);
+    return subscribe_retained(*name, address, std::move(handler), options);
   }
+  if (absl::Status s = no_queue_groups(address, options); !s.ok()) return s;
   auto sub = std::make_shared<SubscriberState>();
   sub->label = options.label;
   sub->handler = std::move(handler);
@@ -182,8 +183,9 @@ absl::StatusOr<Subscription> MemProvider::subscribe_async(const MailAddress& add
       settled.WaitForNotification();
       return result;
     };
-    return subscribe_retained(*name, address, std::move(wait_for_settlement), options.deliver);
+    return subscribe_retained(*name, address, std::move(wait_for_settlement), options);
   }
+  if (absl::Status s = no_queue_groups(address, options); !s.ok()) return s;
   auto sub = std::make_shared<SubscriberState>();
   sub->label = options.label;
   sub->async_handler = std::move(handler);

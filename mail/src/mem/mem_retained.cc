@@ -25,11 +25,6 @@ bool is_private_address(const MailAddress& address) {
   return address.host() == kPrivateHost && address.path().empty();
 }
 
-std::string store_name(const MailAddress& address) {
-  if (is_private_address(address)) return address.user();
-  const std::string& canonical = address.canonical();
-  return canonical.substr(canonical.find("://") + 3);
-}
 
 class RetainedControl final : public SubscriptionControl {
  public:
@@ -46,6 +41,12 @@ class RetainedControl final : public SubscriptionControl {
 };
 
 }  // namespace
+
+std::string MemProvider::store_name(const MailAddress& address) {
+  if (is_private_address(address)) return address.user();
+  const std::string& canonical = address.canonical();
+  return canonical.substr(canonical.find("://") + 3);
+}
 
 std::optional<std::string> MemProvider::retained_name(const MailAddress& address) const {
   if (options_.retained == nullptr) return std::nullopt;
@@ -133,10 +134,19 @@ void MemProvider::post_async(const MailAddress& to, Letter letter, PostDone done
   std::move(done)(post(to, std::move(letter)));
 }
 
+absl::Status MemProvider::no_queue_groups(const MailAddress& address,
+                                          const SubscribeOptions& options) {
+  if (options.queue_group.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "subscribe ", address.canonical(), ": queue group '", options.queue_group,
+      "' on a queue mailbox; queue groups exist on retained mailboxes only (create_mailbox "
+      "first), a queue mailbox gives every subscriber every letter (M-KIND-1)"));
+}
+
 absl::StatusOr<Subscription> MemProvider::subscribe_retained(const std::string& name,
                                                              const MailAddress& address,
                                                              MailHandler handler,
-                                                             DeliverPolicy deliver) {
+                                                             const SubscribeOptions& options) {
   if (absl::Status s = check_running("subscribe", address); !s.ok()) return s;
   auto shared = std::make_shared<MailHandler>(std::move(handler));
   absl::StatusOr<RetainedSubscription> sub = options_.retained->subscribe(
@@ -147,14 +157,17 @@ absl::StatusOr<Subscription> MemProvider::subscribe_retained(const std::string& 
           runtime::Logger::mail().warn(
               absl::StrCat("retained mailbox ", to, ": message ", m.seq,
                            " cannot be read: ", wire_letter.status().ToString()));
-          return;
+          return Disposition::kDiscard;  // a group will not be handed it again
         }
         Letter letter = wire_letter->to_letter();
         letter.headers.set(kRetainedSeq, m.seq);
-        // Retained: the store keeps the message whatever the handler says; erase settles it.
-        (void)(*shared)(letter);
+        // Retained: the store keeps the message whatever the handler says (erase removes it);
+        // in a queue group the result settles it for the group (M-ACK-4 → M-RECV-4).
+        const absl::Status result = (*shared)(letter);
+        if (result.ok()) return Disposition::kHandled;
+        return IsRetriable(result) ? Disposition::kUnhandled : Disposition::kDiscard;
       },
-      RetainedSubscribeOptions{.deliver = deliver});
+      RetainedSubscribeOptions{.queue_group = options.queue_group, .deliver = options.deliver});
   if (!sub.ok()) return sub.status();
   return Subscription(mint_send_id(), address.canonical(),
                       std::make_unique<RetainedControl>(*std::move(sub)));

@@ -203,7 +203,9 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailSubscribe m) {
     at = absl::InvalidArgumentError(absl::StrCat(
         "subscribe ", m.address, ": deliver policy ", m.deliver, " is unknown; use all, new or last"));
   }
-  SubscribeOptions options{.label = m.label, .deliver = static_cast<DeliverPolicy>(m.deliver)};
+  SubscribeOptions options{.label = m.label,
+                           .deliver = static_cast<DeliverPolicy>(m.deliver),
+                           .queue_group = m.queue_group};
   if (m.retry) {
     options.retry = RetryPolicy{.max_attempts = m.max_attempts,
                                 .base_delay = absl::Nanoseconds(m.base_delay_ns),

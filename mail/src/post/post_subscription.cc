@@ -28,6 +28,7 @@ absl::Status PostSubscription::start(const std::string& address, const Subscribe
   port_.emplace(runtime::open_port<MailPush>(*link_->cx));
   MailSubscribe req{address, options.label, port_->handle.bind(), {},
                     static_cast<uint8_t>(options.deliver)};
+  req.queue_group = options.queue_group;
   if (options.retry.has_value()) {
     req.retry = true;
     req.max_attempts = options.retry->max_attempts;

@@ -47,11 +47,25 @@ bool MemLanes::erase(std::string_view mailbox, uint64_t seq) {
   return false;
 }
 
-uint64_t MemLanes::consume_through(std::string_view mailbox, Priority priority, uint64_t seq) {
+bool MemLanes::contains(std::string_view mailbox, uint64_t seq) const {
+  auto it = lanes_.find(mailbox);
+  if (it == lanes_.end() || seq == 0) return false;
+  for (const Lane& lane : it->second) {
+    auto m = first_after(lane, seq - 1);
+    if (m != lane.end() && m->seq == seq) return true;
+  }
+  return false;
+}
+
+uint64_t MemLanes::consume_through(std::string_view mailbox, Priority priority, uint64_t seq,
+                                   std::vector<uint64_t>* removed) {
   auto it = lanes_.find(mailbox);
   if (it == lanes_.end()) return 0;
   Lane& lane = it->second[index(priority)];
   const auto end = first_after(lane, seq);
+  if (removed != nullptr) {
+    for (auto m = lane.begin(); m != end; ++m) removed->push_back(m->seq);
+  }
   const auto n = static_cast<uint64_t>(end - lane.begin());
   lane.erase(lane.begin(), end);
   return n;

@@ -22,7 +22,10 @@ class MemLanes {
   void append(std::string_view mailbox, StoredMessage message);
   std::vector<StoredMessage> read(std::string_view mailbox, const LaneRange& range) const;
   bool erase(std::string_view mailbox, uint64_t seq);
-  uint64_t consume_through(std::string_view mailbox, Priority priority, uint64_t seq);
+  bool contains(std::string_view mailbox, uint64_t seq) const;
+  // Removes the lane's prefix through `seq`; how many. `removed` (optional) gets their seqs.
+  uint64_t consume_through(std::string_view mailbox, Priority priority, uint64_t seq,
+                           std::vector<uint64_t>* removed = nullptr);
   uint64_t count(std::string_view mailbox) const;
   void drop(std::string_view mailbox);
 

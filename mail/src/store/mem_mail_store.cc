@@ -5,6 +5,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "mem_lanes.h"
+#include "settle_marks.h"
 #include "postal/mail/mail_errors.h"
 #include "store_admission.h"
 
@@ -95,6 +96,30 @@ class MemStore final : public MailStore {
     return seq;
   }
 
+  absl::StatusOr<std::vector<uint64_t>> append_all(std::string_view id,
+                                                   std::vector<NewMessage> batch) override {
+    const absl::Time now = clock_->now();
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<const MailboxInfo*> info = find_locked(id);
+    if (!info.ok()) return info.status();
+    const uint64_t held = lanes_.count(id);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (absl::Status s = store::check_message_fits(**info, held + i, batch[i].body.size());
+          !s.ok()) {
+        return s;
+      }
+    }
+    std::vector<uint64_t> seqs;
+    for (NewMessage& m : batch) {
+      seqs.push_back(++last_seq_);
+      lanes_.append(id, StoredMessage{.seq = seqs.back(),
+                                      .priority = m.priority,
+                                      .stored_at = now,
+                                      .body = std::move(m.body)});
+    }
+    return seqs;
+  }
+
   absl::StatusOr<std::vector<StoredMessage>> read(std::string_view id,
                                                   const LaneRange& range) override {
     absl::MutexLock lock(&mu_);
@@ -109,7 +134,9 @@ class MemStore final : public MailStore {
     if (absl::StatusOr<const MailboxInfo*> info = find_locked(id); !info.ok()) {
       return info.status();
     }
-    return lanes_.erase(id, seq);
+    if (!lanes_.erase(id, seq)) return false;
+    marks_.forget(id, seq);
+    return true;
   }
 
   absl::StatusOr<uint64_t> consume_through(std::string_view id, Priority priority,
@@ -118,7 +145,10 @@ class MemStore final : public MailStore {
     if (absl::StatusOr<const MailboxInfo*> info = find_locked(id); !info.ok()) {
       return info.status();
     }
-    return lanes_.consume_through(id, priority, seq);
+    std::vector<uint64_t> removed;
+    const uint64_t n = lanes_.consume_through(id, priority, seq, &removed);
+    for (uint64_t s : removed) marks_.forget(id, s);
+    return n;
   }
 
   absl::StatusOr<uint64_t> count(std::string_view id) override {
@@ -127,6 +157,28 @@ class MemStore final : public MailStore {
       return info.status();
     }
     return lanes_.count(id);
+  }
+
+  absl::Status settle(std::string_view id, std::string_view group,
+                      const std::vector<uint64_t>& seqs) override {
+    if (absl::Status s = check_queue_group(group); !s.ok()) return s;
+    absl::MutexLock lock(&mu_);
+    if (absl::StatusOr<const MailboxInfo*> info = find_locked(id); !info.ok()) {
+      return info.status();
+    }
+    return marks_.settle(id, group, seqs, limits_.max_settling_groups,
+                         [&](uint64_t seq) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                           return lanes_.contains(id, seq);
+                         });
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> settled(std::string_view id,
+                                                std::string_view group) override {
+    absl::MutexLock lock(&mu_);
+    if (absl::StatusOr<const MailboxInfo*> info = find_locked(id); !info.ok()) {
+      return info.status();
+    }
+    return marks_.settled(id, group);
   }
 
   uint64_t last_seq() const override {
@@ -155,6 +207,7 @@ class MemStore final : public MailStore {
   }
   void drop_locked(std::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     lanes_.drop(id);
+    marks_.drop(id);
     if (auto it = mailboxes_.find(id); it != mailboxes_.end()) mailboxes_.erase(it);
   }
 
@@ -163,6 +216,7 @@ class MemStore final : public MailStore {
   mutable absl::Mutex mu_;
   std::map<std::string, MailboxInfo, std::less<>> mailboxes_ ABSL_GUARDED_BY(mu_);
   store::MemLanes lanes_ ABSL_GUARDED_BY(mu_);
+  store::SettleMarks marks_ ABSL_GUARDED_BY(mu_);  // M-RECV-4
   uint64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -21,12 +21,34 @@ namespace postal::mail::retained_internal {
 
 using mem_internal::DeliveryExecutor;
 
+// What the members of one lifetime of a named queue group share (M-RECV-4): the replay
+// snapshot, and which stored messages up to it a member was handed already — settled by the
+// group before it formed (read from the store's marks), or handed out since. Live messages past
+// the snapshot are routed to exactly one member and need no record. So `taken` is bounded by
+// what was stored when the group formed.
+struct GroupLedger {
+  std::string name;  // the queue group's name: the store's key for its marks
+  std::shared_ptr<MailStore> store;
+  uint64_t replay_through = 0;
+  DeliverPolicy deliver = DeliverPolicy::kAll;
+
+  // True when no member of this lifetime had `seq` yet; it now has.
+  bool claim(uint64_t seq);
+  bool replay_done();
+  void finish_replay();
+
+  absl::Mutex mu;
+  std::unordered_set<uint64_t> taken ABSL_GUARDED_BY(mu);
+  bool replayed ABSL_GUARDED_BY(mu) = false;
+};
+
 // One subscription or listing watch.
 struct Sub {
   std::string mailbox;
   std::string group;  // key in Core::groups[mailbox]
   uint64_t max_message_bytes = 0;
-  std::function<void(const RetainedMessage&)> handler;
+  RetainedHandler handler;
+  std::shared_ptr<GroupLedger> ledger;  // named queue groups only
   std::function<void(const absl::Status&)> on_end;
   std::function<void(const MailboxEvent&)> on_event;  // listing watches
   std::shared_ptr<DeliveryExecutor::Strand> strand;
@@ -52,6 +74,7 @@ struct Group {
   size_t next = 0;
   uint64_t replay_through = 0;  // live messages up to here go to the replaying member
   std::weak_ptr<Sub> replayer;
+  std::shared_ptr<GroupLedger> ledger;  // named queue groups only
 };
 
 struct Core {
@@ -107,13 +130,19 @@ struct Core {
   int64_t pending ABSL_GUARDED_BY(idle_mu) = 0;
 };
 
+// The ledger of a named group's new lifetime: the marks it settled before, up to `snapshot`.
+absl::StatusOr<std::shared_ptr<GroupLedger>> form_ledger(const std::shared_ptr<MailStore>& store,
+                                                         const MailboxInfo& mailbox,
+                                                         const std::string& name,
+                                                         uint64_t snapshot, DeliverPolicy deliver);
 // Removes every mailbox whose TTL ended and ends its subscriptions (M-BOX-3).
 absl::Status sweep_expired(Core& core);
 // Schedules the periodic sweep.
 void arm_sweep(const std::shared_ptr<Core>& core);
 
-// The strand tasks.
+// The strand tasks. A named group's member replays through its ledger (replay_group).
 void replay(Sub& sub, MailStore& store);
+void replay_group(Sub& sub);
 void deliver(Sub& sub, const RetainedMessage& message);
 
 }  // namespace postal::mail::retained_internal

@@ -19,7 +19,46 @@ bool fits(const Sub& sub, const std::string& body) {
   return false;
 }
 
+RetainedMessage to_retained(const Sub& sub, StoredMessage m) {
+  return RetainedMessage{.mailbox = sub.mailbox,
+                         .seq = m.seq,
+                         .priority = m.priority,
+                         .stored_at = m.stored_at,
+                         .body = std::move(m.body)};
+}
+
+// Hands `message` to a group member's handler and records what settles it (M-RECV-4).
+void deliver_in_group(Sub& sub, const RetainedMessage& message) {
+  const Disposition outcome = sub.handler(message);
+  sub.delivered.fetch_add(1);
+  if (outcome == Disposition::kUnhandled) return;  // the group's next lifetime gets it again
+  GroupLedger& ledger = *sub.ledger;
+  if (absl::Status s = ledger.store->settle(sub.mailbox, ledger.name, {message.seq}); !s.ok()) {
+    // Unsettled, it comes back when the group forms anew: at least once, never lost.
+    runtime::Logger::mail().warn(absl::StrCat("retained mailbox '", sub.mailbox,
+                                              "': queue group '", ledger.name,
+                                              "' could not settle message ", message.seq, ": ",
+                                              s.ToString()));
+  }
+}
+
 }  // namespace
+
+bool GroupLedger::claim(uint64_t seq) {
+  if (seq > replay_through) return true;  // live: routed to exactly one member
+  absl::MutexLock lock(&mu);
+  return taken.insert(seq).second;
+}
+
+bool GroupLedger::replay_done() {
+  absl::MutexLock lock(&mu);
+  return replayed;
+}
+
+void GroupLedger::finish_replay() {
+  absl::MutexLock lock(&mu);
+  replayed = true;
+}
 
 void Sub::close() {
   absl::MutexLock lock(&mu);
@@ -49,16 +88,49 @@ void replay(Sub& sub, MailStore& store) {
     }
     sub.replayed.insert(m.seq);
     if (!fits(sub, m.body)) continue;
-    sub.handler(RetainedMessage{.mailbox = sub.mailbox,
-                                .seq = m.seq,
-                                .priority = m.priority,
-                                .stored_at = m.stored_at,
-                                .body = std::move(m.body)});
+    (void)sub.handler(to_retained(sub, std::move(m)));  // plain: the store keeps it regardless
     sub.delivered.fetch_add(1);
   }
 }
 
+// A named group's replay: what is stored up to the group's snapshot, skipping what a member of
+// this lifetime had (settled before or handed out since), so a member taking over the replay of
+// one that left delivers only the rest.
+void replay_group(Sub& sub) {
+  GroupLedger& ledger = *sub.ledger;
+  absl::StatusOr<std::vector<StoredMessage>> stored =
+      ledger.store->read_all(sub.mailbox, ledger.replay_through);
+  if (!stored.ok()) return;  // removed meanwhile: its end task follows
+  if (ledger.deliver == DeliverPolicy::kLast && stored->size() > 1) {
+    auto newest = std::max_element(
+        stored->begin(), stored->end(),
+        [](const StoredMessage& a, const StoredMessage& b) { return a.seq < b.seq; });
+    StoredMessage keep = std::move(*newest);
+    stored->clear();
+    stored->push_back(std::move(keep));
+  }
+  for (StoredMessage& m : *stored) {
+    {
+      absl::MutexLock lock(&sub.mu);
+      if (sub.closed) return;  // unfinished: another member takes over (Core::remove_sub)
+    }
+    if (!fits(sub, m.body) || !ledger.claim(m.seq)) continue;
+    deliver_in_group(sub, to_retained(sub, std::move(m)));
+  }
+  ledger.finish_replay();
+}
+
 void deliver(Sub& sub, const RetainedMessage& message) {
+  if (sub.ledger != nullptr) {
+    // Up to the snapshot only the replay hands out under kNew and kLast (M-KIND-3); under kAll
+    // the first member of this lifetime to have it delivers it.
+    if (message.seq <= sub.ledger->replay_through &&
+        sub.ledger->deliver != DeliverPolicy::kAll) {
+      return;
+    }
+    if (!fits(sub, message.body) || !sub.ledger->claim(message.seq)) return;
+    return deliver_in_group(sub, message);
+  }
   // M-KIND-2: a live message the replay already delivered is not delivered twice. Under kNew
   // and kLast, what was stored up to the snapshot is the replay's alone to hand out (M-KIND-3).
   if (message.seq <= sub.replay_through &&
@@ -66,7 +138,7 @@ void deliver(Sub& sub, const RetainedMessage& message) {
     return;
   }
   if (!fits(sub, message.body)) return;
-  sub.handler(message);
+  (void)sub.handler(message);
   sub.delivered.fetch_add(1);
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "postal/mail/mail_errors.h"
+#include "postal/wire/absl_compat.h"
 #include "retained_core.h"
 
 namespace postal::mail {
@@ -126,8 +127,42 @@ void Core::remove_sub(const std::shared_ptr<Sub>& sub) {
   auto g = it->second.find(sub->group);
   if (g == it->second.end()) return;
   if (std::erase(g->second.members, sub) > 0) members.fetch_sub(1);
-  if (g->second.members.empty()) it->second.erase(g);  // the group ends; a new one replays
-  if (it->second.empty()) groups.erase(it);
+  Group& group = g->second;
+  if (group.members.empty()) {
+    it->second.erase(g);  // the group ends; a new one replays what it did not settle
+    if (it->second.empty()) groups.erase(it);
+    return;
+  }
+  // M-RECV-4: the replaying member left before its replay was done — another takes it over
+  // (its ledger skips what a member already had). Posted behind what the leaver's strand still
+  // runs would race it; the ledger's claims make that harmless.
+  std::shared_ptr<Sub> replayer = group.replayer.lock();
+  if (group.ledger != nullptr && (replayer == nullptr || replayer == sub) &&
+      group.ledger->deliver != DeliverPolicy::kNew && !group.ledger->replay_done()) {
+    std::shared_ptr<Sub> next = group.members.front();
+    group.replayer = next;
+    post(next, [](Sub& s) { retained_internal::replay_group(s); });
+  }
+}
+
+absl::StatusOr<std::shared_ptr<GroupLedger>> form_ledger(const std::shared_ptr<MailStore>& store,
+                                                         const MailboxInfo& mailbox,
+                                                         const std::string& name,
+                                                         uint64_t snapshot,
+                                                         DeliverPolicy deliver) {
+  // Fails with BudgetExhausted when the mailbox has no room for another settling group.
+  if (absl::Status s = store->settle(mailbox.id, name, {}); !s.ok()) return s;
+  absl::StatusOr<std::vector<uint64_t>> settled = store->settled(mailbox.id, name);
+  if (!settled.ok()) return settled.status();
+  auto ledger = std::make_shared<GroupLedger>();
+  ledger->name = name;
+  ledger->store = store;
+  ledger->replay_through = snapshot;
+  ledger->deliver = deliver;
+  absl::MutexLock lock(&ledger->mu);
+  ledger->taken.insert(settled->begin(), settled->end());
+  ledger->replayed = deliver == DeliverPolicy::kNew;
+  return ledger;
 }
 
 void arm_sweep(const std::shared_ptr<Core>& core) {
@@ -281,8 +316,12 @@ absl::StatusOr<bool> RetainedMailboxes::erase(std::string_view mailbox, uint64_t
 }
 
 absl::StatusOr<RetainedSubscription> RetainedMailboxes::subscribe(
-    std::string_view mailbox, std::function<void(const RetainedMessage&)> handler,
-    RetainedSubscribeOptions options) {
+    std::string_view mailbox, RetainedHandler handler, RetainedSubscribeOptions options) {
+  if (!options.queue_group.empty()) {
+    if (absl::Status s = check_queue_group(options.queue_group); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("subscribe ", sv(mailbox), ": ", s.message()));
+    }
+  }
   auto sub = std::make_shared<Sub>();
   sub->mailbox = std::string(mailbox);
   sub->handler = std::move(handler);
@@ -290,27 +329,48 @@ absl::StatusOr<RetainedSubscription> RetainedMailboxes::subscribe(
   sub->strand = core_->executor.make_strand();
   absl::MutexLock lock(&core_->mu);
   core_->members.fetch_add(1);  // before the snapshot below (Core::members)
+  auto undo = [&](absl::Status s) {
+    core_->members.fetch_sub(1);
+    return s;
+  };
   // Under mu: a removal or expiry either happened before (NotFound) or will end this one.
   absl::StatusOr<MailboxInfo> info = core_->store->mailbox(mailbox);
-  if (!info.ok()) {
-    core_->members.fetch_sub(1);
-    return info.status();
-  }
+  if (!info.ok()) return undo(info.status());
   sub->max_message_bytes = info->max_message_bytes;
   sub->group = options.queue_group.empty() ? absl::StrCat("\x01solo-", ++core_->solo_count)
                                            : absl::StrCat("g:", options.queue_group);
+  auto box = core_->groups.find(sub->mailbox);
+  const bool forms = box == core_->groups.end() || !box->second.contains(sub->group);
+  std::shared_ptr<retained_internal::GroupLedger> ledger;
+  const uint64_t snapshot = core_->store->last_seq();
+  if (forms && !options.queue_group.empty()) {
+    // M-RECV-4: a new lifetime of a named group starts from what the group settled before.
+    absl::StatusOr<std::shared_ptr<retained_internal::GroupLedger>> made =
+        retained_internal::form_ledger(core_->store, *info, options.queue_group, snapshot,
+                                       options.deliver);
+    if (!made.ok()) return undo(made.status());
+    ledger = *std::move(made);
+  }
   Group& group = core_->groups[sub->mailbox][sub->group];
-  if (group.members.empty()) {
+  if (forms) {
     // This subscription forms the group: it replays what is stored up to this snapshot; live
     // messages routed from now on wait on its strand behind the replay.
-    group.replay_through = core_->store->last_seq();
+    group.replay_through = snapshot;
     group.replayer = sub;
+    group.ledger = ledger;
+    sub->ledger = ledger;
     sub->replay_through = group.replay_through;
     sub->deliver = options.deliver;
-    if (options.deliver != DeliverPolicy::kNew) {
+    if (ledger != nullptr) {
+      if (options.deliver != DeliverPolicy::kNew) {
+        core_->post(sub, [](Sub& s) { retained_internal::replay_group(s); });
+      }
+    } else if (options.deliver != DeliverPolicy::kNew) {
       std::shared_ptr<MailStore> store = core_->store;
       core_->post(sub, [store](Sub& s) { retained_internal::replay(s, *store); });
     }
+  } else {
+    sub->ledger = group.ledger;
   }
   group.members.push_back(sub);
   core_->arm_expiry_locked(*info);

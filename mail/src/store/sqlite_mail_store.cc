@@ -1,7 +1,11 @@
 #include "postal/mail/sqlite_mail_store.h"
 
+#include <algorithm>
 #include <atomic>
+#include <iterator>
+#include <limits>
 #include <map>
+#include <set>
 #include <string>
 
 #include <sqlite3.h>
@@ -9,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "mem_lanes.h"
+#include "settle_marks.h"
 #include "postal/mail/mail_errors.h"
 #include "sqlite_db.h"
 #include "sqlite_mailbox_rows.h"
@@ -33,8 +38,9 @@ int ms(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d))
 
 class SqliteStore final : public MailStore {
  public:
-  SqliteStore(SqliteStoreOptions options, std::unique_ptr<Db> reader)
-      : options_(std::move(options)),
+  SqliteStore(store::StoreLock lock, SqliteStoreOptions options, std::unique_ptr<Db> reader)
+      : lock_(std::move(lock)),
+        options_(std::move(options)),
         clock_(options_.clock ? options_.clock : std::make_shared<SystemClock>()),
         reader_(std::move(reader)) {}
 
@@ -79,6 +85,8 @@ class SqliteStore final : public MailStore {
                                   std::string body) override;
   void append_async(std::string_view id, Priority priority, std::string body, AppendDone done,
                     AppendAsync how) override;
+  absl::StatusOr<std::vector<uint64_t>> append_all(std::string_view id,
+                                                   std::vector<NewMessage> batch) override;
   absl::StatusOr<std::vector<StoredMessage>> read(std::string_view id,
                                                   const LaneRange& range) override;
   absl::StatusOr<bool> erase(std::string_view id, uint64_t seq) override;
@@ -91,6 +99,10 @@ class SqliteStore final : public MailStore {
     return (*e)->count;
   }
   uint64_t last_seq() const override { return last_seq_.load(); }
+  absl::Status settle(std::string_view id, std::string_view group,
+                      const std::vector<uint64_t>& seqs) override;
+  absl::StatusOr<std::vector<uint64_t>> settled(std::string_view id,
+                                                std::string_view group) override;
 
  private:
   struct Entry {
@@ -114,11 +126,13 @@ class SqliteStore final : public MailStore {
   absl::StatusOr<Entry*> find_locked(std::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time now_ms() const { return absl::FromUnixMillis(store::to_ms(clock_->now())); }
   // Runs `change` (a write of removed messages) on the writer, then takes `n` off the count.
-  absl::StatusOr<uint64_t> remove_durable(std::string_view id, std::string sql, Priority priority,
-                                          uint64_t seq);
+  // `marks_sql` deletes the settlement marks of what `sql` removes, first, with the same binds.
+  absl::StatusOr<uint64_t> remove_durable(std::string_view id, std::string_view marks_sql,
+                                          std::string_view sql, Priority priority, uint64_t seq);
   absl::StatusOr<CreateResult> create_in_txn(Db& db, const MailboxSpec& spec, const std::string& id,
                                              absl::Time now);
 
+  store::StoreLock lock_;  // first: released after every connection closed
   const SqliteStoreOptions options_;
   const std::shared_ptr<Clock> clock_;
   std::atomic<uint64_t> last_seq_{0};
@@ -131,6 +145,9 @@ class SqliteStore final : public MailStore {
   absl::Mutex mu_;
   std::map<std::string, Entry, std::less<>> mailboxes_ ABSL_GUARDED_BY(mu_);
   store::MemLanes volatile_ ABSL_GUARDED_BY(mu_);  // normal messages kept in memory (M-PRIO-2)
+  // Settlement marks of the messages in `volatile_` (M-RECV-4): in memory with them; the marks
+  // of durable messages are rows of `group_settled`.
+  store::SettleMarks volatile_marks_ ABSL_GUARDED_BY(mu_);
 
   std::unique_ptr<store::SqliteWriter> writer_;  // destroyed first: it drains its queue
 };
@@ -165,6 +182,7 @@ absl::StatusOr<CreateResult> SqliteStore::create(const MailboxSpec& spec) {
   absl::MutexLock lock(&mu_);
   if (result->created) {
     volatile_.drop(id);  // an expired predecessor's in-memory messages
+    volatile_marks_.drop(id);
     mailboxes_.insert_or_assign(id, Entry{result->mailbox, 0});
   }
   return result;
@@ -222,6 +240,7 @@ absl::Status SqliteStore::remove(std::string_view id) {
   if (!s.ok()) return s;
   absl::MutexLock lock(&mu_);
   volatile_.drop(id);
+  volatile_marks_.drop(id);
   if (auto it = mailboxes_.find(id); it != mailboxes_.end()) mailboxes_.erase(it);
   return absl::OkStatus();
 }
@@ -244,6 +263,7 @@ absl::StatusOr<std::vector<MailboxInfo>> SqliteStore::expire(absl::Time now) {
   absl::MutexLock lock(&mu_);
   for (const MailboxInfo& info : gone) {
     volatile_.drop(info.id);
+    volatile_marks_.drop(info.id);
     if (auto it = mailboxes_.find(info.id); it != mailboxes_.end()) mailboxes_.erase(it);
   }
   return gone;
@@ -320,6 +340,75 @@ void SqliteStore::append_async(std::string_view id, Priority priority, std::stri
   if (sub->claimed) writer_->commit_claimed();
 }
 
+// All or nothing: places and sequence numbers are reserved for the whole batch under mu_ (so no
+// append interleaves), the in-memory ones stored at once, the durable ones inserted by one
+// transaction on the writer; when it fails, the in-memory ones are taken back out.
+absl::StatusOr<std::vector<uint64_t>> SqliteStore::append_all(std::string_view id,
+                                                              std::vector<NewMessage> batch) {
+  std::vector<uint64_t> seqs;
+  std::vector<uint64_t> in_memory;
+  std::vector<store::SqliteWriter::Append> rows;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Entry*> e = find_locked(id);
+    if (!e.ok()) return e.status();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (absl::Status s =
+              store::check_message_fits((*e)->info, (*e)->count + i, batch[i].body.size());
+          !s.ok()) {
+        return s;
+      }
+    }
+    (*e)->count += batch.size();
+    const int64_t stored_ms = store::to_ms(clock_->now());
+    for (NewMessage& m : batch) {
+      const uint64_t seq = last_seq_.fetch_add(1) + 1;
+      seqs.push_back(seq);
+      if (!store::is_durable((*e)->info, m.priority)) {
+        in_memory.push_back(seq);
+        volatile_.append(id, StoredMessage{.seq = seq,
+                                           .priority = m.priority,
+                                           .stored_at = absl::FromUnixMillis(stored_ms),
+                                           .body = std::move(m.body)});
+      } else {
+        rows.push_back({.mailbox = std::string(id),
+                        .priority = m.priority,
+                        .seq = seq,
+                        .stored_ms = stored_ms,
+                        .body = std::move(m.body)});
+      }
+    }
+  }
+  if (rows.empty()) return seqs;
+  const uint64_t high = seqs.back();
+  absl::Status s = writer_->run([&](Db& db) {
+    return store::in_transaction(db, "BEGIN", [&]() -> absl::Status {
+      for (const store::SqliteWriter::Append& row : rows) {
+        // The cached statement, reset for each row.
+        absl::StatusOr<store::Stmt*> insert = db.prepare(
+            "INSERT INTO message (seq, mailbox, priority, stored_ms, body) VALUES (?, ?, ?, ?, ?)");
+        if (!insert.ok()) return insert.status();
+        if (absl::Status r = (*insert)
+                                 ->bind(1, static_cast<int64_t>(row.seq))
+                                 .bind_text(2, row.mailbox)
+                                 .bind(3, static_cast<int64_t>(row.priority))
+                                 .bind(4, row.stored_ms)
+                                 .bind_blob(5, row.body)
+                                 .run();
+            !r.ok()) {
+          return r;
+        }
+      }
+      return store::keep_high_water(db, high + 1);  // in-memory ones may hold the top seqs
+    });
+  });
+  if (s.ok()) return seqs;
+  absl::MutexLock lock(&mu_);
+  for (uint64_t seq : in_memory) volatile_.erase(id, seq);
+  if (auto it = mailboxes_.find(id); it != mailboxes_.end()) it->second.count -= batch.size();
+  return s;
+}
+
 absl::StatusOr<std::vector<StoredMessage>> SqliteStore::read(std::string_view id,
                                                              const LaneRange& range) {
   {
@@ -338,13 +427,17 @@ absl::StatusOr<bool> SqliteStore::erase(std::string_view id, uint64_t seq) {
     absl::StatusOr<Entry*> e = find_locked(id);
     if (!e.ok()) return e.status();
     if (volatile_.erase(id, seq)) {
+      volatile_marks_.forget(id, seq);
       --(*e)->count;
       return true;
     }
   }
-  absl::StatusOr<uint64_t> n =
-      remove_durable(id, "DELETE FROM message WHERE mailbox = ? AND seq = ? AND priority >= ?",
-                     Priority::kNormal, seq);
+  absl::StatusOr<uint64_t> n = remove_durable(
+      id,
+      "DELETE FROM group_settled WHERE mailbox = ?1 AND seq IN (SELECT seq FROM message WHERE "
+      "mailbox = ?1 AND seq = ?2 AND priority >= ?3)",
+      "DELETE FROM message WHERE mailbox = ?1 AND seq = ?2 AND priority >= ?3", Priority::kNormal,
+      seq);
   if (!n.ok()) return n.status();
   return *n == 1;
 }
@@ -356,22 +449,109 @@ absl::StatusOr<uint64_t> SqliteStore::consume_through(std::string_view id, Prior
     absl::StatusOr<Entry*> e = find_locked(id);
     if (!e.ok()) return e.status();
     if (!store::is_durable((*e)->info, priority)) {
-      const uint64_t n = volatile_.consume_through(id, priority, seq);
+      std::vector<uint64_t> removed;
+      const uint64_t n = volatile_.consume_through(id, priority, seq, &removed);
+      for (uint64_t s : removed) volatile_marks_.forget(id, s);
       (*e)->count -= n;
       return n;
     }
   }
   // A range delete over the lane index, not one DELETE per message.
-  return remove_durable(id, "DELETE FROM message WHERE mailbox = ? AND seq <= ? AND priority = ?",
-                        priority, seq);
+  return remove_durable(
+      id,
+      "DELETE FROM group_settled WHERE mailbox = ?1 AND seq IN (SELECT seq FROM message WHERE "
+      "mailbox = ?1 AND seq <= ?2 AND priority = ?3)",
+      "DELETE FROM message WHERE mailbox = ?1 AND seq <= ?2 AND priority = ?3", priority, seq);
 }
 
-absl::StatusOr<uint64_t> SqliteStore::remove_durable(std::string_view id, std::string sql,
-                                                     Priority priority, uint64_t seq) {
+// M-RECV-4: marks of durable messages are rows, written on the writer in one transaction; marks
+// of messages kept in memory stay in memory. The group cap counts both.
+absl::Status SqliteStore::settle(std::string_view id, std::string_view group,
+                                 const std::vector<uint64_t>& seqs) {
+  if (absl::Status s = check_queue_group(group); !s.ok()) return s;
+  std::vector<uint64_t> in_memory;
+  std::vector<uint64_t> on_disk;
+  std::set<std::string, std::less<>> memory_groups;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Entry*> e = find_locked(id);
+    if (!e.ok()) return e.status();
+    for (uint64_t seq : seqs) (volatile_.contains(id, seq) ? in_memory : on_disk).push_back(seq);
+    memory_groups = volatile_marks_.groups(id);
+  }
+  const size_t max_groups = options_.limits.max_settling_groups;
+  const std::string key(id);
+  const std::string name(group);
+  auto may_settle = [&](Db& db) -> absl::Status {
+    absl::StatusOr<bool> known = store::group_has_marks(db, key, name);
+    if (!known.ok()) return known.status();
+    if (*known || memory_groups.contains(name)) return absl::OkStatus();
+    absl::StatusOr<std::set<std::string, std::less<>>> groups =
+        store::select_settling_groups(db, key);
+    if (!groups.ok()) return groups.status();
+    groups->insert(memory_groups.begin(), memory_groups.end());
+    if (groups->size() >= max_groups) return store::settling_groups_exhausted(key, name, max_groups);
+    return absl::OkStatus();
+  };
+  if (on_disk.empty()) {  // nothing to write: the check reads only
+    absl::MutexLock lock(&read_mu_);
+    if (absl::Status c = may_settle(*reader_); !c.ok()) return c;
+  }
+  absl::Status s =
+      on_disk.empty()
+          ? absl::OkStatus()
+          : writer_->run([&](Db& db) {
+              return store::in_transaction(db, "BEGIN", [&]() -> absl::Status {
+                if (absl::Status c = may_settle(db); !c.ok()) return c;
+                return store::insert_marks(db, key, name, on_disk).status();
+              });
+            });
+  if (!s.ok() || in_memory.empty()) return s;
+  absl::MutexLock lock(&mu_);
+  return volatile_marks_.settle(id, group, in_memory, std::numeric_limits<size_t>::max(),
+                                [&](uint64_t seq) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                  return volatile_.contains(id, seq);
+                                });
+}
+
+absl::StatusOr<std::vector<uint64_t>> SqliteStore::settled(std::string_view id,
+                                                           std::string_view group) {
+  std::vector<uint64_t> in_memory;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Entry*> e = find_locked(id);
+    if (!e.ok()) return e.status();
+    in_memory = volatile_marks_.settled(id, group);
+  }
+  absl::StatusOr<std::vector<uint64_t>> on_disk = [&] {
+    absl::MutexLock lock(&read_mu_);
+    return store::select_marks(*reader_, id, group);
+  }();
+  if (!on_disk.ok() || in_memory.empty()) return on_disk;
+  std::vector<uint64_t> all;
+  std::merge(on_disk->begin(), on_disk->end(), in_memory.begin(), in_memory.end(),
+             std::back_inserter(all));
+  return all;
+}
+
+absl::StatusOr<uint64_t> SqliteStore::remove_durable(std::string_view id,
+                                                     std::string_view marks_sql,
+                                                     std::string_view sql, Priority priority,
+                                                     uint64_t seq) {
   uint64_t removed = 0;
   const std::string key(id);
   absl::Status s = writer_->run([&](Db& db) {
     return store::in_transaction(db, "BEGIN", [&]() -> absl::Status {
+      absl::StatusOr<store::Stmt*> marks = db.prepare(marks_sql);
+      if (!marks.ok()) return marks.status();
+      if (absl::Status m = (*marks)
+                               ->bind_text(1, key)
+                               .bind(2, static_cast<int64_t>(seq))
+                               .bind(3, static_cast<int64_t>(priority))
+                               .run();
+          !m.ok()) {
+        return m;
+      }
       absl::StatusOr<store::Stmt*> del = db.prepare(sql);
       if (!del.ok()) return del.status();
       absl::Status r = (*del)
@@ -413,6 +593,9 @@ absl::StatusOr<std::unique_ptr<MailStore>> SqliteMailStore::open(const std::file
     p += suffix;
     if (absl::Status s = store::check_store_file(p); !s.ok()) return s;
   }
+  // Taken before any connection exists and released after the last one closed (StoreLock).
+  absl::StatusOr<store::StoreLock> lock = store::StoreLock::take(path, options.exclusive);
+  if (!lock.ok()) return lock.status();
   absl::StatusOr<std::unique_ptr<Db>> writer = connect(path, options);
   if (!writer.ok()) return writer.status();
   // Read before anything is written: a file that is not a database is refused unchanged.
@@ -423,7 +606,7 @@ absl::StatusOr<std::unique_ptr<MailStore>> SqliteMailStore::open(const std::file
   if (!reader.ok()) return reader.status();
   absl::StatusOr<std::unique_ptr<Db>> checkpointer = connect(path, options);
   if (!checkpointer.ok()) return checkpointer.status();
-  auto s = std::make_unique<SqliteStore>(std::move(options), *std::move(reader));
+  auto s = std::make_unique<SqliteStore>(*std::move(lock), std::move(options), *std::move(reader));
   if (absl::Status started = s->start(*std::move(writer), *std::move(checkpointer));
       !started.ok()) {
     return started;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 namespace postal::mail::store {
 namespace {
@@ -87,6 +88,9 @@ absl::Status delete_mailbox(Db& db, std::string_view id) {
   absl::StatusOr<uint64_t> max_seq = single_count(*high);
   if (!max_seq.ok()) return max_seq.status();
   if (absl::Status s = keep_high_water(db, *max_seq + 1); !s.ok()) return s;
+  absl::StatusOr<Stmt*> marks = db.prepare("DELETE FROM group_settled WHERE mailbox = ?");
+  if (!marks.ok()) return marks.status();
+  if (absl::Status s = (*marks)->bind_text(1, id).run(); !s.ok()) return s;
   // A range delete over the lane index, then the row.
   absl::StatusOr<Stmt*> messages = db.prepare("DELETE FROM message WHERE mailbox = ?");
   if (!messages.ok()) return messages.status();
@@ -149,6 +153,66 @@ absl::StatusOr<std::vector<StoredMessage>> select_lane(Db& db, std::string_view 
                                 .priority = range.priority,
                                 .stored_at = absl::FromUnixMillis((*s)->int64(1)),
                                 .body = (*s)->text(2)});
+  }
+}
+
+absl::StatusOr<bool> group_has_marks(Db& db, std::string_view mailbox, std::string_view group) {
+  absl::StatusOr<Stmt*> s =
+      db.prepare("SELECT count(*) FROM (SELECT 1 FROM group_settled WHERE mailbox = ? AND grp = ? "
+                 "LIMIT 1)");
+  if (!s.ok()) return s.status();
+  absl::StatusOr<uint64_t> n = single_count(&(*s)->bind_text(1, mailbox).bind_text(2, group));
+  if (!n.ok()) return n.status();
+  return *n > 0;
+}
+
+absl::StatusOr<std::set<std::string, std::less<>>> select_settling_groups(Db& db,
+                                                                         std::string_view mailbox) {
+  absl::StatusOr<Stmt*> s =
+      db.prepare("SELECT DISTINCT grp FROM group_settled WHERE mailbox = ?");
+  if (!s.ok()) return s.status();
+  (*s)->bind_text(1, mailbox);
+  std::set<std::string, std::less<>> out;
+  while (true) {
+    absl::StatusOr<bool> row = (*s)->step();
+    if (!row.ok()) return row.status();
+    if (!*row) return out;
+    out.insert((*s)->text(0));
+  }
+}
+
+absl::StatusOr<uint64_t> insert_marks(Db& db, std::string_view mailbox, std::string_view group,
+                                      const std::vector<uint64_t>& seqs) {
+  uint64_t n = 0;
+  for (uint64_t seq : seqs) {
+    // Only a message the mailbox holds gets a mark. (prepare hands the cached statement out
+    // reset, once per row.)
+    absl::StatusOr<Stmt*> s = db.prepare(
+        "INSERT OR IGNORE INTO group_settled (mailbox, grp, seq) SELECT mailbox, ?2, seq FROM "
+        "message WHERE seq = ?3 AND mailbox = ?1");
+    if (!s.ok()) return s.status();
+    if (absl::Status r =
+            (*s)->bind_text(1, mailbox).bind_text(2, group).bind(3, as_int64(seq)).run();
+        !r.ok()) {
+      return r;
+    }
+    n += static_cast<uint64_t>(db.changes());
+  }
+  return n;
+}
+
+absl::StatusOr<std::vector<uint64_t>> select_marks(Db& db, std::string_view mailbox,
+                                                   std::string_view group) {
+  absl::StatusOr<Stmt*> s = db.prepare(
+      "SELECT seq FROM group_settled WHERE mailbox = ? AND grp = ? ORDER BY seq");
+  if (!s.ok()) return s.status();
+  (*s)->bind_text(1, mailbox).bind_text(2, group);
+  std::vector<uint64_t> out;
+  while (true) {
+    absl::StatusOr<bool> row = (*s)->step();
+    if (!row.ok()) return row.status();
+    if (!*row) return out;
+    out.push_back(static_cast<uint64_t>((*s)->int64(0)));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,8 +18,7 @@ namespace postal::mail::store {
 
 absl::StatusOr<std::optional<MailboxInfo>> select_mailbox(Db& db, std::string_view id);
 absl::Status insert_mailbox(Db& db, const MailboxInfo& info);
-// Deletes the mailbox and every message of it.
-// Deletes the mailbox and its messages; first records their highest seq as a lower bound of the
+// Deletes the mailbox, its messages and their settlement marks; first records their highest seq as a lower bound of the
 // store's next one (meta `next_seq`), so no seq is ever reused after a reopen.
 absl::Status delete_mailbox(Db& db, std::string_view id);
 // meta `next_seq` becomes at least `next`: every transaction that deletes messages calls it
@@ -35,6 +35,16 @@ absl::StatusOr<std::vector<MailboxInfo>> select_expired(Db& db, absl::Time now);
 absl::StatusOr<uint64_t> count_messages(Db& db, std::string_view mailbox);
 absl::StatusOr<std::vector<StoredMessage>> select_lane(Db& db, std::string_view mailbox,
                                                        const LaneRange& range);
+// Queue-group settlement marks (M-RECV-4), table `group_settled`.
+absl::StatusOr<bool> group_has_marks(Db& db, std::string_view mailbox, std::string_view group);
+absl::StatusOr<std::set<std::string, std::less<>>> select_settling_groups(Db& db,
+                                                                         std::string_view mailbox);
+// Marks each of `seqs` the mailbox holds on disk; how many marks are new.
+absl::StatusOr<uint64_t> insert_marks(Db& db, std::string_view mailbox, std::string_view group,
+                                      const std::vector<uint64_t>& seqs);
+absl::StatusOr<std::vector<uint64_t>> select_marks(Db& db, std::string_view mailbox,
+                                                   std::string_view group);
+
 // The highest sequence number ever handed out, from the messages and the persisted mark.
 absl::StatusOr<uint64_t> select_high_water(Db& db);
 

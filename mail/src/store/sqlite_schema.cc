@@ -34,6 +34,18 @@ constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {
       CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
       INSERT INTO meta (key, value) VALUES ('next_seq', 1);
     )sql",
+    // 1 → 2: queue-group settlement marks (M-RECV-4), one row per (mailbox, group, message) a
+    // group settled, deleted with the message. Marks of messages kept only in memory stay in
+    // memory with them.
+    R"sql(
+      CREATE TABLE group_settled (
+        mailbox TEXT NOT NULL,
+        grp     TEXT NOT NULL,
+        seq     INTEGER NOT NULL,
+        PRIMARY KEY (mailbox, grp, seq)
+      ) WITHOUT ROWID;
+      CREATE INDEX group_settled_seq ON group_settled (mailbox, seq);
+    )sql",
 };
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 namespace postal::mail::store {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // Brings `db` to kSchemaVersion.
 absl::Status migrate(Db& db);

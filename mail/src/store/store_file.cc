@@ -1,6 +1,7 @@
 #include "store_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,6 +55,44 @@ absl::Status check_store_file(const std::filesystem::path& path, uint64_t max_by
                                       "; refused (M-STORE-1)"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<StoreLock> StoreLock::take(const std::filesystem::path& path, bool exclusive) {
+  // Creates the file when absent (check_store_file passed: it is regular or absent); an empty
+  // file is an empty SQLite database.
+  const int fd =
+      ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return IoFailedError(
+        absl::StrCat("store file '", path.string(), "' cannot be opened: ", std::strerror(errno)));
+  }
+  StoreLock lock(fd);
+  if (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0) return lock;
+  if (errno != EWOULDBLOCK) {
+    return IoFailedError(
+        absl::StrCat("store file '", path.string(), "': flock failed: ", std::strerror(errno)));
+  }
+  if (exclusive) {
+    return IoFailedError(absl::StrCat(
+        "store file '", path.string(),
+        "' is open in another process (a MailboxHost serving it?); stop that process first — an "
+        "offline import or export must be the store's only user. Nothing was changed"));
+  }
+  return IoFailedError(absl::StrCat("store file '", path.string(),
+                                    "' is held by an import or export right now; open it again "
+                                    "once that has finished. Nothing was changed"));
+}
+
+StoreLock& StoreLock::operator=(StoreLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+StoreLock::~StoreLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace postal::mail::store

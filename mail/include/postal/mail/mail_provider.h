@@ -87,6 +87,12 @@ struct SubscribeOptions {
   std::string label = {};  // shown in diagnostics
   // A retained mailbox's replay (M-KIND-3): everything stored, nothing, or the newest message.
   DeliverPolicy deliver = DeliverPolicy::kAll;
+  // A retained mailbox's queue group (M-RECV-4, retained_mailboxes.h): members compete, each
+  // letter goes to one member, and what the callback returns settles it for the group (OK or a
+  // plain error: settled, never delivered to the group again; a retriable error: back to the
+  // group when it next forms). Empty: every letter. A queue mailbox has no groups: a name there
+  // fails subscribe with InvalidArgument.
+  std::string queue_group = {};
   // This subscription's own redelivery (M-RETRY-5), in place of the provider's: a retry policy
   // (validated: a bad one fails subscribe with InvalidArgument) and the settle watchdog's
   // timeout (0: none). Unset: the provider's.

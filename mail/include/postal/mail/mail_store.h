@@ -29,6 +29,13 @@
 //     messages; `expire(now)` removes every mailbox whose TTL ended by `now` and returns them
 //     (M-BOX-3) so the caller can tell subscribers. A mailbox whose TTL ended is gone for
 //     every verb even before `expire` sweeps it.
+//   * Queue-group settlement (M-RECV-4). `settle` marks messages as settled by one queue group of
+//     a mailbox; `settled` lists the marks and `read_unsettled` replays a mailbox without them.
+//     A mark lives exactly as long as its message: `erase`, `consume_through`, `remove` and
+//     `expire` drop the marks of what they remove, so marks never outgrow messages × groups, and
+//     at most `StoreLimits::max_settling_groups` groups of one mailbox hold marks at once (one
+//     more fails with `BudgetExhausted` and marks nothing). A mark for a message the mailbox
+//     does not hold is ignored. In `SqliteMailStore` marks of durable messages are durable.
 //   * Errors are statuses from mail_errors.h: `MailboxNotFound`, `MailboxConflict`,
 //     `BudgetExhausted`, `IoFailed`, or `InvalidArgument` for a malformed request.
 //
@@ -85,6 +92,12 @@ struct StoredMessage {
   std::string body{};
 };
 
+// One message of an `append_all`.
+struct NewMessage {
+  Priority priority = Priority::kNormal;
+  std::string body{};
+};
+
 // Which part of one lane `read` returns: sequence numbers in (after, through], oldest first.
 struct LaneRange {
   Priority priority = Priority::kNormal;
@@ -96,7 +109,14 @@ struct LaneRange {
 // Bounds of a whole store.
 struct StoreLimits {
   size_t max_mailboxes = 1024;  // M-BOX-5
+  // Queue groups of one mailbox that may hold settlement marks at once (M-RECV-4).
+  size_t max_settling_groups = 64;
 };
+
+// The longest queue group name (bytes); a name is 1…kMaxQueueGroupBytes bytes without NUL.
+inline constexpr size_t kMaxQueueGroupBytes = 255;
+// InvalidArgument (saying what to change) unless `group` is a valid queue group name.
+absl::Status check_queue_group(std::string_view group);
 
 class MailStore {
  public:
@@ -134,6 +154,11 @@ class MailStore {
   };
   virtual void append_async(std::string_view id, Priority priority, std::string body,
                             AppendDone done, AppendAsync how);
+  // Stores every message of `batch`, in order, or none of them (M-STORE-2): the bounds are
+  // checked for the whole batch first (M-BOX-6), and the durable ones commit in one transaction.
+  // Their sequence numbers, in batch order. For bulk loads (an import), not the publish path.
+  virtual absl::StatusOr<std::vector<uint64_t>> append_all(std::string_view id,
+                                                           std::vector<NewMessage> batch) = 0;
   virtual absl::StatusOr<std::vector<StoredMessage>> read(std::string_view id,
                                                           const LaneRange& range) = 0;
   // False when the mailbox has no message `seq`.
@@ -145,10 +170,25 @@ class MailStore {
   // The highest sequence number handed out so far (0: none).
   virtual uint64_t last_seq() const = 0;
 
+  // M-RECV-4: records that queue group `group` of mailbox `id` settled `seqs` (one transaction;
+  // sequence numbers the mailbox does not hold are skipped). A group that holds no mark yet,
+  // when `StoreLimits::max_settling_groups` groups of the mailbox already do, fails with
+  // `BudgetExhausted`; an invalid name with `InvalidArgument`. Both mark nothing. An empty
+  // `seqs` only checks that the group may settle.
+  virtual absl::Status settle(std::string_view id, std::string_view group,
+                              const std::vector<uint64_t>& seqs) = 0;
+  // The sequence numbers `group` settled in mailbox `id`, ascending.
+  virtual absl::StatusOr<std::vector<uint64_t>> settled(std::string_view id,
+                                                        std::string_view group) = 0;
+
   // Every stored message of a mailbox with a sequence number up to `through`, in replay order
   // (M-PRIO-1): critical, urgent, normal, FIFO within each.
   absl::StatusOr<std::vector<StoredMessage>> read_all(
       std::string_view id, uint64_t through = std::numeric_limits<uint64_t>::max());
+  // `read_all` without the messages `group` settled (M-RECV-4): what a queue group replays.
+  absl::StatusOr<std::vector<StoredMessage>> read_unsettled(
+      std::string_view id, std::string_view group,
+      uint64_t through = std::numeric_limits<uint64_t>::max());
 };
 
 }  // namespace postal::mail

@@ -93,6 +93,10 @@ class MemProvider final : public MailProvider, private MailAdmin {
   std::string_view scheme() const override { return kScheme; }
   bool can(Capability op, const MailAddress* address = nullptr) const override;
 
+  // The store's name for a retained mailbox's address: its canonical form without `scheme://`,
+  // or a private mailbox's drawn id (`<scheme>://<id>@private`). The same for every scheme.
+  static std::string store_name(const MailAddress& address);
+
   absl::Status start() override;
   void stop(const StopOptions& options) override;
 
@@ -168,7 +172,9 @@ class MemProvider final : public MailProvider, private MailAdmin {
                                               const SubscribeOptions& options);
   absl::StatusOr<Subscription> subscribe_retained(const std::string& name,
                                                   const MailAddress& address, MailHandler handler,
-                                                  DeliverPolicy deliver);
+                                                  const SubscribeOptions& options);
+  // InvalidArgument for a queue group on a queue mailbox (they exist on retained ones only).
+  static absl::Status no_queue_groups(const MailAddress& address, const SubscribeOptions& options);
 
   MemOptions options_;
   std::shared_ptr<mem_internal::CoreState> core_;

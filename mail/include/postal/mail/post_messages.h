@@ -242,10 +242,11 @@ struct MailSubscribe {
   double factor = 2.0;
   double jitter = 0.0;
   int64_t settle_timeout_ns = -1;
+  std::string queue_group{};  // a retained mailbox's queue group (M-RECV-4); empty: none
   template <class A>
   void serialize(A& a) {
     a(address, label, subscriber, reply_to, deliver, retry, max_attempts, base_delay_ns,
-      max_delay_ns, factor, jitter, settle_timeout_ns);
+      max_delay_ns, factor, jitter, settle_timeout_ns, queue_group);
   }
 };
 struct MailUnsubscribe {  // answered once no callback of the subscription runs any more

@@ -11,10 +11,19 @@
 // during replays). The server keeps no per-consumer position: every new subscription replays.
 //
 // Queue groups (M-RECV-4): subscriptions of one mailbox with the same non-empty `queue_group`
-// compete; each live message goes to exactly one member (round robin). The stored backlog is
-// replayed once per group lifetime, to the member that forms the group; members joining an
-// existing group get live messages only. When the last member leaves, the group ends, and the
-// next member to join replays again — so a message a crashed worker never `erase`d comes back.
+// compete; each message goes to exactly one member (live ones round robin). Settlement is
+// tracked per (mailbox, group, message) in the store (`MailStore::settle`): what a member's
+// handler returns — `kHandled`, `kDiscard` or `kTerminate` — settles the message for its group,
+// which never receives it again: not in this lifetime of the group, not when the group forms
+// anew after its last member left, not after the store is reopened (SQLite: durable messages'
+// marks are durable). `kUnhandled` (or a member that ends before returning, a crash) leaves it
+// unsettled: the group gets it again the next time it forms, never sooner (no hot loop on a
+// message no member can handle). The member that forms the group replays what is stored and
+// not settled by the group; members joining an existing group get live messages only; when the
+// replaying member leaves before its replay is done, another member takes the replay over and
+// delivers only what no member of the group was handed yet. Plain subscriptions and other
+// groups are unaffected: each group sees every message once, every plain subscription replays
+// everything.
 //
 // Lifetime (M-BOX-3): a mailbox whose TTL ends is removed with its messages, by a timer on the
 // clock at its expiry and by a periodic sweep; each of its subscriptions is told through its
@@ -33,12 +42,14 @@
 // callback.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -46,6 +57,7 @@
 #include "absl/time/time.h"
 #include "postal/mail/clock.h"
 #include "postal/mail/deliver_policy.h"
+#include "postal/mail/disposition.h"
 #include "postal/mail/mail_store.h"
 
 namespace postal::mail {
@@ -58,8 +70,38 @@ struct RetainedMessage {
   std::string body{};
 };
 
+// A subscription's callback. What it returns settles the message for a queue group (M-RECV-4,
+// see above; plain subscriptions ignore it); a callback returning void handles every message.
+class RetainedHandler {
+ public:
+  RetainedHandler() = default;
+  template <class F>
+    requires(!std::same_as<std::decay_t<F>, RetainedHandler> &&
+             std::invocable<F&, const RetainedMessage&>)
+  RetainedHandler(F f) {  // NOLINT(google-explicit-constructor): any callable is a handler
+    using R = std::invoke_result_t<F&, const RetainedMessage&>;
+    if constexpr (std::is_void_v<R>) {
+      fn_ = [f = std::move(f)](const RetainedMessage& m) mutable {
+        f(m);
+        return Disposition::kHandled;
+      };
+    } else {
+      static_assert(std::is_convertible_v<R, Disposition>, "a handler returns void or Disposition");
+      fn_ = std::move(f);
+    }
+  }
+  Disposition operator()(const RetainedMessage& m) const { return fn_(m); }
+  explicit operator bool() const { return static_cast<bool>(fn_); }
+
+ private:
+  std::function<Disposition(const RetainedMessage&)> fn_;
+};
+
 struct RetainedSubscribeOptions {
-  std::string queue_group{};  // empty: this subscription gets every message
+  // Empty: this subscription gets every message. Else 1–255 bytes without NUL (InvalidArgument
+  // otherwise); at most `StoreLimits::max_settling_groups` groups of a mailbox hold settlement
+  // marks at once (one more: subscribe fails with BudgetExhausted).
+  std::string queue_group{};
   // For the subscription that forms its group (members joining a group get live messages only).
   DeliverPolicy deliver = DeliverPolicy::kAll;
   // Told once when the subscription ends because the mailbox expired or was removed.
@@ -152,8 +194,7 @@ class RetainedMailboxes {
 
   // Returns once registered; the replay runs on the subscription's strand.
   absl::StatusOr<RetainedSubscription> subscribe(
-      std::string_view mailbox, std::function<void(const RetainedMessage&)> handler,
-      RetainedSubscribeOptions options = {});
+      std::string_view mailbox, RetainedHandler handler, RetainedSubscribeOptions options = {});
 
   // `snapshot` receives the current public listing, then `on_event` every later change.
   absl::StatusOr<ListingWatch> watch_public(std::vector<MailboxInfo>* snapshot,

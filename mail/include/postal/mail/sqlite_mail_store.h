@@ -61,6 +61,10 @@ struct SqliteStoreOptions {
   int64_t journal_size_limit = 64 << 20;
   // The SQLite VFS to open the file with; empty: the default (tests pass a crash simulator).
   std::string vfs{};
+  // Be the file's only user (an offline import or export): open fails with IoFailed when
+  // another process has the store open, and other opens fail while this one lives. Otherwise
+  // the store shares the file with other processes' stores (admission across processes).
+  bool exclusive = false;
 };
 
 class SqliteMailStore {
