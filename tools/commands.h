@@ -21,7 +21,7 @@ int status_command(const std::string& name, bool json);
 // (mail_command.cc).
 struct MailCommand {
   std::string verb;             // post | fetch | peek | status | create | delete | list | subscribe
-  std::string address;  // a post: mail address (every verb but list); import: the JSON file
+  std::string address;          // a post: mail address (every verb but list); import: the JSON file
   std::string data;             // post: the text body
   std::string priority;         // post: critical | urgent | normal (retained mailboxes)
   std::string ack = "handled";  // fetch: handled | discard | unhandled | terminate
@@ -34,6 +34,7 @@ struct MailCommand {
   int64_t wait_s = 0;       // fetch: wait up to this long for the first (the long poll)
   uint64_t count = 0;  // subscribe: exit after this many letters (0: run until killed)
   std::string deliver = "all";  // subscribe: all | new | last (M-KIND-3)
+  std::string group;            // subscribe: join this queue group (M-RECV-4)
   std::string file;             // export: the JSON file to write
   std::string store;            // export, import: the SQLite store file (offline)
   // policy (M-RETRY-6): -1 / empty leaves a field as it is.

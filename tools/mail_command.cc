@@ -1,6 +1,6 @@
 // `postal mail post|fetch|peek|status|create|delete|subscribe|policy ADDR`, `postal mail list`:
-// one mail verb against a running topology. create, delete, list and subscribe (tail -f) are for retained
-// mailboxes, which a MailboxHost serves when it has a store (its `store` spawn parameter).
+// one mail verb against a running topology. create, delete, list and subscribe (tail -f) are for
+// retained mailboxes, which a MailboxHost serves when it has a store (its `store` spawn parameter).
 //
 // It reads the topology's state file (topology_state.h; `postal up` writes it), asks each
 // recorded proc in turn for an actor named `mailbox-host` (mail::kMailboxHostName, a
@@ -118,7 +118,7 @@ int run_retained_verb(mail::PostOffice& office, const MailCommand& c) {
   }
   if (c.verb != "subscribe") return -1;
   // tail -f: the stored letters (replay, as --deliver says), then each new one, until killed or
-  // --count.
+  // --count. With --group it competes in a queue group and settles what it prints.
   std::optional<mail::DeliverPolicy> deliver = mail::parse_deliver_policy(c.deliver);
   if (!deliver.has_value()) {
     return fail(absl::InvalidArgumentError(
@@ -130,17 +130,24 @@ int run_retained_verb(mail::PostOffice& office, const MailCommand& c) {
       c.address,
       [&](const mail::Letter& l) -> absl::Status {
         absl::MutexLock lock(&mu);
+        // Past --count: not printed, so not settled for a queue group (M-RECV-4).
+        if (c.count > 0 && seen >= c.count) return mail::RetriableError("--count reached");
         if (seen > 0) std::printf("----\n");
         print_letter(l);
         std::fflush(stdout);
         ++seen;
         return absl::OkStatus();
       },
-      {.deliver = *deliver});
+      {.deliver = *deliver, .queue_group = c.group});
   if (!sub.ok()) return fail(sub.status());
-  absl::MutexLock lock(&mu);
-  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return c.count > 0 && seen >= c.count; };
-  mu.Await(absl::Condition(&done));
+  {
+    absl::MutexLock lock(&mu);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return c.count > 0 && seen >= c.count; };
+    mu.Await(absl::Condition(&done));
+  }
+  // Settles what was printed before leaving: unsubscribe returns once the host ran no callback
+  // of it any more (a queue group's marks are written by then).
+  sub->unsubscribe();
   return 0;
 }
 

@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
   mail_app->add_option("--count", mail.count, "subscribe: exit after this many letters");
   mail_app->add_option("--deliver", mail.deliver, "subscribe: all (default) | new | last")
       ->check(CLI::IsMember({"all", "new", "last"}));
+  mail_app->add_option("--group", mail.group,
+                       "subscribe: compete in this queue group; what it prints is settled for "
+                       "the group, which never gets it again");
   mail_app->add_option("--ack", mail.ack,
                        "fetch: handled (default) | discard | unhandled | terminate");
   mail_app->add_option("--batch", mail.batch, "fetch: up to this many messages (default 1)")

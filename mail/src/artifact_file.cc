@@ -14,7 +14,6 @@
 namespace postal::mail {
 namespace {
 
-
 std::string_view kind_of(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISDIR(mode)) return "a directory";
@@ -60,7 +59,8 @@ absl::StatusOr<std::string> read_artifact_file(const std::filesystem::path& path
         absl::StrCat(sv(what), " '", path.string(), "': fstat failed: ", std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
-    return IoFailedError(absl::StrCat(sv(what), " '", path.string(), "' is ", sv(kind_of(st.st_mode)),
+    return IoFailedError(absl::StrCat(sv(what), " '", path.string(), "' is ",
+                                      sv(kind_of(st.st_mode)),
                                       "; refused without reading (M-STORE-1). Give a regular "
                                       "file"));
   }

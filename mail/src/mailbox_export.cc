@@ -28,10 +28,10 @@ struct Parsed {
 };
 
 absl::Status bad(std::string_view file, std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      sv(kWhat), " '", sv(file), "': ", sv(what),
-      "; nothing was imported. Give a file written by `postal mail export` (format ",
-      sv(kMailboxExportFormat), ", version ", kMailboxExportVersion, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(sv(kWhat), " '", sv(file), "': ", sv(what),
+                   "; nothing was imported. Give a file written by `postal mail export` (format ",
+                   sv(kMailboxExportFormat), ", version ", kMailboxExportVersion, ")"));
 }
 
 // The object's members must be exactly `allowed` (each present, nothing else).
@@ -93,17 +93,18 @@ absl::StatusOr<Parsed> parse_export(std::string_view text, std::string_view file
   } catch (const json::exception& e) {
     return bad(file, absl::StrCat("it is not valid JSON (", e.what(), ")"));
   }
-  if (absl::Status s = exact_members(doc, {"format", "version", "mailbox", "messages"},
-                                     "the document", file);
+  if (absl::Status s =
+          exact_members(doc, {"format", "version", "mailbox", "messages"}, "the document", file);
       !s.ok()) {
     return s;
   }
   if (doc["format"] != std::string(kMailboxExportFormat)) {
     return bad(file, "\"format\" is not \"postal.mailbox-export\"");
   }
-  if (!doc["version"].is_number_integer() || doc["version"].get<int64_t>() != kMailboxExportVersion) {
-    return bad(file, absl::StrCat("\"version\" is ", doc["version"].dump(),
-                                  ", not one this build reads"));
+  if (!doc["version"].is_number_integer() ||
+      doc["version"].get<int64_t>() != kMailboxExportVersion) {
+    return bad(
+        file, absl::StrCat("\"version\" is ", doc["version"].dump(), ", not one this build reads"));
   }
   Parsed out;
   absl::StatusOr<MailboxInfo> info = parse_mailbox(doc["mailbox"], file);
@@ -124,8 +125,7 @@ absl::StatusOr<Parsed> parse_export(std::string_view text, std::string_view file
       return bad(file, absl::StrCat(where, ": \"seq\" or \"stored_at_ms\" is not an integer"));
     }
     std::optional<Priority> priority =
-        m["priority"].is_string() ? parse_priority(m["priority"].get<std::string>())
-                                  : std::nullopt;
+        m["priority"].is_string() ? parse_priority(m["priority"].get<std::string>()) : std::nullopt;
     if (!priority) {
       return bad(file, absl::StrCat(where, ": \"priority\" is not critical, urgent or normal"));
     }
@@ -144,9 +144,8 @@ absl::StatusOr<Parsed> parse_export(std::string_view text, std::string_view file
 absl::Status in_import(const absl::Status& status, std::string_view file) {
   absl::Status out(status.code(), absl::StrCat("import '", sv(file), "': ", status.message(),
                                                "; nothing was imported"));
-  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
-    out.SetPayload(url, payload);
-  });
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
 }
 
@@ -156,8 +155,9 @@ absl::StatusOr<std::string> export_mailbox(MailStore& store, std::string_view id
   absl::StatusOr<MailboxInfo> info = store.mailbox(id);
   if (!info.ok()) return info.status();
   if (!info->is_public) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "export ", sv(id), ": a private mailbox is not exported, its id is its only secret (M-BOX-4)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("export ", sv(id),
+                     ": a private mailbox is not exported, its id is its only secret (M-BOX-4)"));
   }
   absl::StatusOr<std::vector<StoredMessage>> stored = store.read_all(id);
   if (!stored.ok()) return stored.status();
@@ -203,10 +203,10 @@ absl::StatusOr<ImportResult> import_mailbox_json(MailStore& store, std::string_v
   absl::StatusOr<CreateResult> created = store.create(spec);
   if (!created.ok()) return in_import(created.status(), file);
   if (!created->created && created->mailbox.durable_all != exported.durable_all) {
-    return MailboxConflictError(absl::StrCat(
-        "import '", sv(file), "': mailbox '", exported.id, "' exists with durable_all ",
-        created->mailbox.durable_all ? "true" : "false",
-        ", the export says otherwise; nothing was imported"));
+    return MailboxConflictError(absl::StrCat("import '", sv(file), "': mailbox '", exported.id,
+                                             "' exists with durable_all ",
+                                             created->mailbox.durable_all ? "true" : "false",
+                                             ", the export says otherwise; nothing was imported"));
   }
   const uint64_t n = parsed->messages.size();
   absl::StatusOr<std::vector<uint64_t>> stored =

@@ -33,7 +33,8 @@ class ArtifactFile : public ::testing::Test {
 };
 
 TEST_F(ArtifactFile, M_STORE_1_ARegularFileIsReadWhole) {
-  const std::string text = std::string("{\"a\": 1}\n") + std::string(10000, ' ') + std::string("\0end", 4);
+  const std::string text =
+      std::string("{\"a\": 1}\n") + std::string(10000, ' ') + std::string("\0end", 4);
   absl::StatusOr<std::string> got = read_artifact_file(write("a.json", text), "an artifact");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, text);

@@ -102,6 +102,40 @@ TEST_F(MailCli, M_KIND_2_CreatePostListSubscribeAndDeleteARetainedMailbox) {
   EXPECT_EQ(empty.output.find("post://tasks"), std::string::npos) << empty.output;
 }
 
+// M-RECV-4 across real processes: `subscribe --group` settles what it printed for the group in
+// the host's store; the next member of the group gets only the rest, a plain subscription all.
+TEST_F(MailCli, M_RECV_4_SubscribeWithAGroupSettlesWhatItPrintedForTheGroup) {
+  const fs::path file = dir_ / "t.toml";
+  std::ofstream(file) << "[topology]\nname = \"" << name_ << "\"\non_proc_exit = \"ignore\"\n"
+                      << "[[proc]]\nname = \"mail\"\nlisten = \"ipc://@" << name_ << "-mail\"\n"
+                      << "workers = 1\n"
+                      << "[[actor]]\nproc = \"mail\"\nname = \"mailbox-host\"\n"
+                      << "type = \"postal.MailboxHost\"\n"
+                      << "params = { store = \"" << (dir_ / "mail.db").string() << "\" }\n";
+  BackgroundPostal up({"up", file.string()}, dir_ / "up.txt");
+  ASSERT_TRUE(up.wait_for_output("is up", seconds(30))) << up.output();
+  const std::string box = "post:jobs@agents.test/queue";
+  ASSERT_EQ(mail({"create", box}).exit_status, 0);
+  for (const char* d : {"job-a", "job-b", "job-c"}) {
+    ASSERT_EQ(mail({"post", box, "--data", d, "--priority", "urgent"}).exit_status, 0);
+  }
+  Outcome first = mail({"subscribe", box, "--group", "workers", "--count", "2"});
+  ASSERT_EQ(first.exit_status, 0) << first.output;
+  EXPECT_NE(first.output.find("job-a"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("job-b"), std::string::npos) << first.output;
+  EXPECT_EQ(first.output.find("job-c"), std::string::npos) << first.output;
+  Outcome second = mail({"subscribe", box, "--group", "workers", "--count", "1"});
+  ASSERT_EQ(second.exit_status, 0) << second.output;
+  EXPECT_NE(second.output.find("job-c"), std::string::npos) << second.output;
+  EXPECT_EQ(second.output.find("job-a"), std::string::npos) << "settled for the group";
+  Outcome plain = mail({"subscribe", box, "--count", "3"});
+  ASSERT_EQ(plain.exit_status, 0) << plain.output;
+  EXPECT_NE(plain.output.find("job-a"), std::string::npos) << plain.output;
+  Outcome other = mail({"subscribe", box, "--group", "auditors", "--count", "3"});
+  ASSERT_EQ(other.exit_status, 0) << other.output;
+  EXPECT_NE(other.output.find("job-a"), std::string::npos) << "another group sees everything";
+}
+
 // M-STORE-1: export and import work on a store file offline, and refuse while a MailboxHost
 // serves it; a round trip carries every letter.
 TEST_F(MailCli, M_STORE_1_ExportAndImportAStoreFileOfflineButNeverBesideItsHost) {
@@ -123,8 +157,7 @@ TEST_F(MailCli, M_STORE_1_ExportAndImportAStoreFileOfflineButNeverBesideItsHost)
     ASSERT_EQ(mail({"post", box, "--data", "second", "--priority", "critical"}).exit_status, 0);
     Outcome served = mail({"export", box, exported.string(), "--store", db.string()});
     EXPECT_EQ(served.exit_status, 1) << served.output;
-    EXPECT_NE(served.output.find("is open in another process"), std::string::npos)
-        << served.output;
+    EXPECT_NE(served.output.find("is open in another process"), std::string::npos) << served.output;
     EXPECT_FALSE(fs::exists(exported));
   }
   // The topology is down: the store is ours (its proc may take a moment to let go).
@@ -183,8 +216,8 @@ TEST_F(MailCli, M_RETRY_6_PolicyShowsSetsAndClearsAMailboxsPolicy) {
   Outcome none = mail({"policy", box});
   ASSERT_EQ(none.exit_status, 0) << none.output;
   EXPECT_NE(none.output.find("no policy"), std::string::npos) << none.output;
-  Outcome set = mail({"policy", box, "--max-attempts", "5", "--base-delay-ms", "200",
-                      "--rounds", "7", "--dead-letter", "on"});
+  Outcome set = mail({"policy", box, "--max-attempts", "5", "--base-delay-ms", "200", "--rounds",
+                      "7", "--dead-letter", "on"});
   ASSERT_EQ(set.exit_status, 0) << set.output;
   EXPECT_NE(set.output.find("max_attempts 5, base_delay 200ms"), std::string::npos) << set.output;
   EXPECT_NE(set.output.find("rounds: 7"), std::string::npos) << set.output;

@@ -41,11 +41,11 @@ class MailboxExportTest : public MailStoreTest {
   std::string filled_export() {
     make("tasks@agents.example/queue",
          {.ttl = absl::Hours(1), .max_messages = 10, .max_message_bytes = 64, .durable_all = true});
-    for (const auto& [p, body] :
-         std::vector<std::pair<Priority, std::string>>{{Priority::kNormal, "n1"},
-                                                       {Priority::kCritical, ""},
-                                                       {Priority::kUrgent, std::string("\0\xff\x01", 3)},
-                                                       {Priority::kNormal, "n2"}}) {
+    for (const auto& [p, body] : std::vector<std::pair<Priority, std::string>>{
+             {Priority::kNormal, "n1"},
+             {Priority::kCritical, ""},
+             {Priority::kUrgent, std::string("\0\xff\x01", 3)},
+             {Priority::kNormal, "n2"}}) {
       EXPECT_TRUE(store_->append("tasks@agents.example/queue", p, body).ok());
     }
     absl::StatusOr<std::string> text = export_mailbox(*store_, "tasks@agents.example/queue");
@@ -98,8 +98,7 @@ TEST_P(MailboxExportTest, M_STORE_2_AMalformedExportImportsNothing) {
   };
   for (size_t i = 0; i < malformed.size(); ++i) {
     absl::StatusOr<ImportResult> r =
-        import_mailbox(*store_, save(absl::StrCat("bad", i, ".json"), malformed[i]),
-                       clock_->now());
+        import_mailbox(*store_, save(absl::StrCat("bad", i, ".json"), malformed[i]), clock_->now());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << i << ": " << r.status();
     EXPECT_NE(r.status().message().find("nothing was imported"), std::string_view::npos)
         << r.status();

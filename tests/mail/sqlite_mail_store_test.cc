@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -103,6 +104,64 @@ TEST_F(SqliteMailStoreTest, M_STORE_2_AStoreFromANewerSchemaIsRefusedUnchanged) 
   EXPECT_NE(store.status().message().find("newer"), std::string_view::npos) << store.status();
   RawConnection raw(file());
   EXPECT_EQ(raw.text("PRAGMA user_version"), "99");
+}
+
+// M-RECV-4: schema 1 (before settlement marks) migrates to 2 on open: its mailboxes and
+// messages are kept, and queue groups can settle (durably) in the migrated file.
+TEST_F(SqliteMailStoreTest, M_RECV_4_ASchemaOneStoreMigratesToSettlementMarksKeepingItsMail) {
+  {
+    RawConnection raw(file());
+    ASSERT_EQ(raw.exec(R"sql(
+      CREATE TABLE mailbox (id TEXT PRIMARY KEY, is_public INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL, expires_ms INTEGER, max_messages INTEGER NOT NULL,
+        max_message_bytes INTEGER NOT NULL, durable_all INTEGER NOT NULL);
+      CREATE TABLE message (seq INTEGER PRIMARY KEY, mailbox TEXT NOT NULL,
+        priority INTEGER NOT NULL, stored_ms INTEGER NOT NULL, body BLOB NOT NULL);
+      CREATE INDEX message_lane ON message (mailbox, priority, seq);
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+      INSERT INTO meta (key, value) VALUES ('next_seq', 1);
+      INSERT INTO mailbox VALUES ('jobs', 1, 0, NULL, 0, 0, 0);
+      INSERT INTO message VALUES (1, 'jobs', 1, 0, 'a'), (2, 'jobs', 2, 0, 'b');
+      PRAGMA user_version = 1;
+    )sql"),
+              SQLITE_OK);
+  }
+  {
+    auto store = SqliteMailStore::open(file());
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<std::vector<StoredMessage>> all = (*store)->read_all("jobs");
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_EQ(all->size(), 2u);
+    EXPECT_EQ((*all)[0].body, "b");  // critical first (M-PRIO-1)
+    ASSERT_TRUE((*store)->settle("jobs", "workers", {1}).ok());
+  }
+  RawConnection raw(file());
+  EXPECT_EQ(raw.text("PRAGMA user_version"), "2");
+  EXPECT_EQ(raw.text("SELECT grp || ':' || seq FROM group_settled"), "workers:1");
+  auto store = SqliteMailStore::open(file());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*(*store)->settled("jobs", "workers"), std::vector<uint64_t>{1});
+  EXPECT_EQ((*store)->read_unsettled("jobs", "workers")->size(), 1u);
+}
+
+// M-STORE-1: an exclusive open (an offline import or export) is the file's only user.
+TEST_F(SqliteMailStoreTest, M_STORE_1_AnExclusiveOpenRefusesAndIsRefusedBesideAnotherUser) {
+  {
+    auto served = SqliteMailStore::open(file());
+    ASSERT_TRUE(served.ok()) << served.status();
+    auto beside = SqliteMailStore::open(file());  // sharing is fine (admission across processes)
+    ASSERT_TRUE(beside.ok()) << beside.status();
+    auto alone = SqliteMailStore::open(file(), {.exclusive = true});
+    EXPECT_TRUE(IsIoFailed(alone.status())) << alone.status();
+    EXPECT_NE(alone.status().message().find("open in another process"), std::string_view::npos)
+        << alone.status();
+  }
+  auto alone = SqliteMailStore::open(file(), {.exclusive = true});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  auto other = SqliteMailStore::open(file());
+  EXPECT_TRUE(IsIoFailed(other.status())) << other.status();
+  EXPECT_NE(other.status().message().find("import or export"), std::string_view::npos)
+      << other.status();
 }
 
 TEST_F(SqliteMailStoreTest, M_STORE_1_ASymlinkStoreFileIsRefused) {

@@ -29,7 +29,8 @@ absl::Status SettleMarks::settle(std::string_view mailbox, std::string_view grou
   if (kept.empty()) return absl::OkStatus();
   if (box == marks_.end()) box = marks_.emplace(std::string(mailbox), Groups{}).first;
   auto g = box->second.find(group);
-  if (g == box->second.end()) g = box->second.emplace(std::string(group), std::set<uint64_t>{}).first;
+  if (g == box->second.end())
+    g = box->second.emplace(std::string(group), std::set<uint64_t>{}).first;
   g->second.insert(kept.begin(), kept.end());
   return absl::OkStatus();
 }

@@ -43,9 +43,9 @@ inline constexpr int kMailboxExportVersion = 1;
 absl::StatusOr<std::string> export_mailbox(MailStore& store, std::string_view id);
 
 struct ImportResult {
-  std::string mailbox;     // the store's id
-  bool created = false;    // the import created the mailbox (false: it existed)
-  uint64_t messages = 0;   // messages stored
+  std::string mailbox;    // the store's id
+  bool created = false;   // the import created the mailbox (false: it existed)
+  uint64_t messages = 0;  // messages stored
 };
 
 // Imports the export in `file` (all or nothing, see above); `now` measures the TTL left.
