@@ -395,7 +395,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       t.payload_len = chunked;
       ++session_->next_expected;
       ack_pending_ = true;
-      if (!core_->deliver_to_.accepts_stream((*env)->next_hop())) {
+      // §9.7: a gateway streams only payloads larger than two of its windows — below that,
+      // reassembling holds no more than streaming would, and a failure returns the envelope
+      // whole from here.
+      if (chunked <= 2 * uint64_t{core_->welcome(0).transfer_window} ||
+          !core_->deliver_to_.accepts_stream((*env)->next_hop())) {
         t.env = *std::move(env);
         session_->transfers.emplace(seq, std::move(t));
         return true;
