@@ -68,19 +68,22 @@ void Sub::close() {
         +[](Sub* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return !s->running; }, this));
 }
 
+// DeliverPolicy::kLast: only the one most recently stored, whatever its priority.
+void keep_newest(std::vector<StoredMessage>& stored) {
+  if (stored.size() <= 1) return;
+  auto newest = std::max_element(
+      stored.begin(), stored.end(),
+      [](const StoredMessage& a, const StoredMessage& b) { return a.seq < b.seq; });
+  StoredMessage keep = std::move(*newest);
+  stored.clear();
+  stored.push_back(std::move(keep));
+}
+
 void replay(Sub& sub, MailStore& store) {
   absl::StatusOr<std::vector<StoredMessage>> stored =
       store.read_all(sub.mailbox, sub.replay_through);
   if (!stored.ok()) return;  // removed meanwhile: its end task follows
-  if (sub.deliver == DeliverPolicy::kLast && stored->size() > 1) {
-    // The one most recently stored, whatever its priority.
-    auto newest = std::max_element(
-        stored->begin(), stored->end(),
-        [](const StoredMessage& a, const StoredMessage& b) { return a.seq < b.seq; });
-    StoredMessage keep = std::move(*newest);
-    stored->clear();
-    stored->push_back(std::move(keep));
-  }
+  if (sub.deliver == DeliverPolicy::kLast) keep_newest(*stored);
   for (StoredMessage& m : *stored) {
     {
       absl::MutexLock lock(&sub.mu);
@@ -101,14 +104,7 @@ void replay_group(Sub& sub) {
   absl::StatusOr<std::vector<StoredMessage>> stored =
       ledger.store->read_all(sub.mailbox, ledger.replay_through);
   if (!stored.ok()) return;  // removed meanwhile: its end task follows
-  if (ledger.deliver == DeliverPolicy::kLast && stored->size() > 1) {
-    auto newest = std::max_element(
-        stored->begin(), stored->end(),
-        [](const StoredMessage& a, const StoredMessage& b) { return a.seq < b.seq; });
-    StoredMessage keep = std::move(*newest);
-    stored->clear();
-    stored->push_back(std::move(keep));
-  }
+  if (ledger.deliver == DeliverPolicy::kLast) keep_newest(*stored);
   for (StoredMessage& m : *stored) {
     {
       absl::MutexLock lock(&sub.mu);
