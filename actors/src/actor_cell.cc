@@ -283,6 +283,24 @@ void ActorCell::terminate(ActorState final_state, std::string error) {
   finished_.store(true, std::memory_order_release);  // the last write: the cell may be freed
 }
 
+void ActorCell::abandon() {
+  if (finished_.load(std::memory_order_acquire)) return;  // terminate() freed it all already
+  cancel_timers();
+  drop_replies();
+  mailbox_->close(MailboxState::kStopped, "its proc was destroyed");
+  while (mailbox_->admitting()) std::this_thread::yield();  // as in terminate()
+  actor_.reset();
+  stash_.clear();
+  replay_.clear();
+  {
+    absl::MutexLock lock(&drop_mu_);
+    spared_.clear();
+  }
+  while (EnvelopePtr env = EnvelopePtr(pop_queue())) release_room(*env);
+  wake_blocked_senders();
+  finished_.store(true, std::memory_order_release);
+}
+
 void ActorCell::report(SupervisionEvent event) {
   event.parent_incarnation = parent_incarnation_;
   if (parent_) {

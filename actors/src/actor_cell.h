@@ -112,6 +112,9 @@ class ActorCell final : public Context,
   // After a call that terminated the cell, nothing here touches it again (R-ACT-7).
   void run_slice(size_t budget) override;
 
+  // The proc is being destroyed, its scheduler stopped: frees the actor and what it queued.
+  void abandon() override;
+
   // R-SUP-1, any thread: an all-for-one sibling failed; restart between two messages.
   void request_restart(std::string why);
 

@@ -69,6 +69,11 @@ Proc::~Proc() {
     graveyard.swap(graveyard_);
     tombstones_.clear();
   }
+  // Live actors referencing each other (or themselves) form cycles through their mailboxes;
+  // nothing runs them any more, so their state goes first, then the mailboxes.
+  for (auto& [uid, mailbox] : muxer) {
+    if (const std::shared_ptr<PortSink>& sink = mailbox->handler_sink_owner()) sink->abandon();
+  }
   muxer.clear();
   graveyard.clear();
   absl::MutexLock lock(&muxer_mu_);

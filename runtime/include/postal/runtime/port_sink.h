@@ -51,6 +51,10 @@ class PortSink {
   // R-ACT-7: whether the sink is done with its mailbox, so a reaped tombstone may be freed (an
   // actor cell: its last slice has ended). Sinks that are never scheduled are always done.
   virtual bool finished() const { return true; }
+  // The proc is being destroyed and will run nothing again: drop what the sink holds (an actor
+  // cell: the actor and its queued envelopes). They may hold references to mailboxes — their
+  // own among them — and would otherwise keep each other alive past the proc.
+  virtual void abandon() {}
 };
 
 // Turns an Any into the port's type (R-MBX-4); `&decode_as<T>` is what ports are bound with.
