@@ -134,6 +134,7 @@ template <class Self>
 class RequestAccount : public AccountBase, public Handles<Credit<Self>, Debit, Stop> {
  public:
   using AccountBase::AccountBase;
+  using Handler<Credit<Self>>::handle;  // each variant overrides it; clang's -Woverloaded-virtual
   absl::Status handle(Context& cx, Debit m) override {
     put(m.amount);
     m.reply_to.send(cx, Reply{});
