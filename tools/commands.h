@@ -65,4 +65,15 @@ struct InboxCommand {
 };
 int inbox_command(const InboxCommand& command);
 
+// `postal mq9`: retained mailboxes served to NATS clients, the mq9 subject protocol
+// (mq9_command.cc).
+struct Mq9Command {
+  std::string listen = "127.0.0.1:4222";
+  std::string store;              // a SQLite store file; empty: memory
+  std::string durability = "os";  // os | disk
+  std::string token_env;          // the environment variable holding the auth token
+  size_t max_connections = 1024;
+};
+int mq9_command(const Mq9Command& command);
+
 }  // namespace postal::tools

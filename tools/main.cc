@@ -6,6 +6,7 @@
 //   postal bench [...]          benchmark routing beside raw sockets, CAF and NATS
 //   postal mail VERB [ADDR]     post|fetch|peek|status|create|delete|list|subscribe|export|import
 //                               (mail_command.cc)
+//   postal mq9 [--listen H:P]   serve mailboxes to NATS clients, mq9 protocol (mq9_command.cc)
 //   postal inbox VERB FILE      status [--json] | retry [--consumer C] (inbox_command.cc)
 //   postal soak FILE [...]      kill -9, SIGSTOP and restart procs under load; account for every payload
 //   postal proc --name ...      (used by hosts) run one proc; see routing/proc_main.h
@@ -165,6 +166,20 @@ int main(int argc, char** argv) {
   inbox_app->add_flag("--json", inbox.json, "status: print it as JSON");
   inbox_app->add_option("--consumer", inbox.consumer, "retry: only this consumer's records");
 
+  postal::tools::Mq9Command mq9;
+  CLI::App* mq9_app = app.add_subcommand(
+      "mq9", "serve retained mailboxes to any NATS client over the mq9 subject protocol "
+             "(docs/mq9.md) until Ctrl-C");
+  mq9_app->add_option("--listen", mq9.listen, "HOST:PORT to listen on (default 127.0.0.1:4222; "
+                                              "port 0: any free port)");
+  mq9_app->add_option("--store", mq9.store, "the SQLite store file (default: memory)");
+  mq9_app->add_option("--durability", mq9.durability, "os (default) | disk")
+      ->check(CLI::IsMember({"os", "disk"}));
+  mq9_app->add_option("--token-env", mq9.token_env,
+                      "require clients to present the token held by this environment variable");
+  mq9_app->add_option("--max-connections", mq9.max_connections, "connection cap (default 1024)")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
+
   postal::tools::SoakOptions soak;
   double soak_seconds = 0, soak_minutes = 0;
   CLI::App* soak_app = app.add_subcommand(
@@ -204,6 +219,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("status")) return postal::tools::status_command(name, json);
   if (app.got_subcommand("mail")) return postal::tools::mail_command(mail);
   if (app.got_subcommand("inbox")) return postal::tools::inbox_command(inbox);
+  if (app.got_subcommand("mq9")) return postal::tools::mq9_command(mq9);
   if (app.got_subcommand("bench")) return postal::tools::bench_command(self, bench);
   if (app.got_subcommand("soak")) {
     if (soak_minutes > 0) soak.duration = absl::Seconds(soak_minutes * 60);
