@@ -6,6 +6,7 @@
 #include <nats/nats.h>
 
 #include <atomic>
+#include <set>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "postal/mail/clock.h"
 #include "postal/mail/mem_mail_store.h"
 #include "postal/mail/mq9_bridge.h"
 #include "postal/mail/retained_mailboxes.h"
@@ -130,7 +132,7 @@ Pushed next(natsSubscription* sub, int64_t timeout_ms = kWaitMs) {
 class Mq9BridgeTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { start(); }
-  void start(Mq9BridgeOptions options = {}) {
+  void start(Mq9BridgeOptions options = {}, std::shared_ptr<Clock> clock = nullptr) {
     bridge_.reset();
     mailboxes_.reset();
     std::shared_ptr<MailStore> store;
@@ -138,13 +140,13 @@ class Mq9BridgeTest : public ::testing::TestWithParam<std::string> {
       dir_ = std::filesystem::temp_directory_path() /
              absl::StrCat("mq9_bridge_test_", ::getpid(), "_", counter_++);
       std::filesystem::create_directories(dir_);
-      auto s = SqliteMailStore::open(dir_ / "store.db");
+      auto s = SqliteMailStore::open(dir_ / "store.db", {.clock = clock});
       ASSERT_TRUE(s.ok()) << s.status();
       store = std::move(*s);
     } else {
-      store = MemMailStore::create();
+      store = MemMailStore::create({.clock = clock});
     }
-    auto m = RetainedMailboxes::create({.store = store});
+    auto m = RetainedMailboxes::create({.store = store, .clock = clock});
     ASSERT_TRUE(m.ok()) << m.status();
     mailboxes_ = std::move(*m);
     options.mailboxes = mailboxes_;
@@ -275,6 +277,27 @@ TEST_P(Mq9BridgeTest, M_BOX_4_PublicMailboxesAreListedAndWatchedPrivateOnesNever
   EXPECT_EQ(next(events, 200).subject, "");
 }
 
+TEST_P(Mq9BridgeTest, M_BOX_3_WhenTheTtlEndsSubscribersGetOneEndMessageAndTheMailboxIsGone) {
+  auto clock = std::make_shared<ManualClock>();
+  start({}, clock);
+  Client c(url());
+  const std::string id = c.create(R"({"ttl":60})");
+  c.post(id, "critical", "stored");
+  natsSubscription* sub = c.subscribe("$mq9.AI.MAILBOX.MSG." + id + ".*");
+  EXPECT_EQ(next(sub).body, "stored");
+  clock->advance(absl::Seconds(61));
+  natsMsg* end = nullptr;
+  ASSERT_EQ(natsSubscription_NextMsg(&end, sub, kWaitMs), NATS_OK);
+  const char* why = nullptr;
+  ASSERT_EQ(natsMsgHeader_Get(end, "Mq9-Ended", &why), NATS_OK);
+  EXPECT_STREQ(why, "MailboxNotFound");
+  EXPECT_EQ(natsMsg_GetDataLength(end), 0);
+  natsMsg_Destroy(end);
+  EXPECT_EQ(next(sub, 200).subject, "") << "nothing after the end";
+  json gone = c.request("$mq9.AI.MAILBOX.MSG." + id, "late");
+  EXPECT_EQ(gone["error"]["code"], "MailboxNotFound") << gone;
+}
+
 TEST_P(Mq9BridgeTest, M_RECV_4_AQueueGroupHandsEachLiveMessageToOneMember) {
   Client producer(url()), w1(url()), w2(url());
   ASSERT_FALSE(producer.create(R"({"public":true,"name":"jobs","ttl":600})").empty());
@@ -380,7 +403,7 @@ TEST_P(Mq9BridgeTest, MalformedInputGetsTheNatsErrorAndACloseAndOthersAreUnaffec
   EXPECT_GE(bridge_->stats().protocol_errors, 3u);
 }
 
-TEST_P(Mq9BridgeTest, R_SEC_AWrongOrMissingTokenIsRefusedBeforeAnythingIsRead) {
+TEST_P(Mq9BridgeTest, AWrongOrMissingTokenIsRefusedBeforeAnythingIsRead) {
   Mq9BridgeOptions options;
   options.auth_token = "s3cret-token";
   options.connect_timeout = absl::Milliseconds(300);

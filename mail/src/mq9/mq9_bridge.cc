@@ -148,8 +148,10 @@ Mq9Bridge::~Mq9Bridge() {
   wait_for([](Core* k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return k->sessions.empty(); },
            absl::Seconds(5));
   c.verbs.join();
+  // Asio's rule: a session's socket and timers must die before `io` does.
   wait_for([](Core* k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return k->live_sessions == 0; },
-           absl::Seconds(5));
+           absl::Seconds(30));
+  c.io_work.reset();
   c.io.stop();
   if (c.io_thread.joinable()) c.io_thread.join();
 }

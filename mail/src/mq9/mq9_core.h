@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -40,6 +41,8 @@ struct Mq9Bridge::Core {
 
   boost::asio::thread_pool verbs;  // the mq9 verbs, one strand per connection
   boost::asio::io_context io;
+  // Keeps `io.run()` going while the listener is closed and sessions end (the destructor's waits).
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> io_work{io.get_executor()};
   boost::asio::ip::tcp::acceptor acceptor{io};
   std::thread io_thread;
 

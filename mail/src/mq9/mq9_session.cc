@@ -317,8 +317,10 @@ void Session::shut() {
   close_timer_.cancel();
   socket_.shutdown(tcp::socket::shutdown_both, ec);
   socket_.close(ec);
-  core_.forget(id_);
+  // Teardown is queued before the session leaves the table: the bridge's destructor, once the
+  // table is empty, joins the verb pool, which then still runs it.
   boost::asio::post(strand_, [self = shared_from_this()] { self->teardown(); });
+  core_.forget(id_);
 }
 
 }  // namespace postal::mail::mq9
