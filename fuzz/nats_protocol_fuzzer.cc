@@ -52,7 +52,8 @@ void check_subject(std::string_view subject) {
     check(valid_subject(subject, true), "a literal subject is not a valid pattern");
   }
   if (valid_mailbox_name(subject).ok()) {
-    const Mq9Subject s = parse_mq9_subject(message_subject(subject, postal::mail::Priority::kUrgent));
+    const std::string msg = message_subject(subject, postal::mail::Priority::kUrgent);
+    const Mq9Subject s = parse_mq9_subject(msg);
     check(s.verb == Mq9Verb::kMsg && s.mailbox == subject, "a mailbox's MSG subject does not parse back");
   }
 }

@@ -2,7 +2,13 @@
 // tcp scenarios. `postal bench` starts the server on a loopback port and runs this program.
 //
 //   nats_bench --url nats://127.0.0.1:PORT --size BYTES --messages N [--rtt-messages N]
-//              [--window 1024]
+//              [--window 1024] [--label nats]
+//              [--mq9 1]        the server is `postal mq9`: both subjects are mq9 MSG subjects of
+//                               public mailboxes this creates; its round trip is a publish
+//                               answered by the bridge once stored (no responder)
+//              [--jetstream 1]  the round trip is a JetStream publish acknowledged once stored
+//                               (file storage; no responder) — mq9's stored round trip's peer
+//              [--stream-subject S] [--rtt-subject S]
 //
 // Connections to the server: a publisher and a subscriber for the stream, a requester and a
 // responder for the round trip (every message crosses the server: two TCP hops and the broker).
@@ -30,8 +36,7 @@
 
 namespace {
 
-constexpr char kStreamSubject[] = "postal.bench.stream";
-constexpr char kRttSubject[] = "postal.bench.rtt";
+constexpr char kMq9MsgPrefix[] = "$mq9.AI.MAILBOX.MSG.";
 
 void check(natsStatus s, const char* what) {
   if (s != NATS_OK) {
@@ -98,6 +103,15 @@ int main(int argc, char** argv) {
   if (messages == 0 || rtt_messages == 0) {
     postal_peers::fail("nats", "--messages and --rtt-messages must be > 0");
   }
+  const std::string label = postal_peers::flag_str(flags, "label", "nats");
+  const bool mq9 = postal_peers::flag_u64(flags, "mq9", 0) != 0;
+  const bool jetstream = postal_peers::flag_u64(flags, "jetstream", 0) != 0;
+  const std::string stream_subject = postal_peers::flag_str(
+      flags, "stream-subject", mq9 ? std::string(kMq9MsgPrefix) + "bench.stream" : "postal.bench.stream");
+  const std::string rtt_subject = postal_peers::flag_str(
+      flags, "rtt-subject", mq9 ? std::string(kMq9MsgPrefix) + "bench.rtt" : "postal.bench.rtt");
+  const char* kStreamSubject = stream_subject.c_str();
+  const char* kRttSubject = rtt_subject.c_str();
 
   natsConnection* pub = connect(url, false);
   natsConnection* sub_conn = connect(url, false);
@@ -111,8 +125,38 @@ int main(int argc, char** argv) {
   check(natsConnection_Subscribe(&stream_sub, sub_conn, kStreamSubject, on_stream, &state),
         "subscribe");
   check(natsSubscription_SetPendingLimits(stream_sub, -1, -1), "pending limits");
-  check(natsConnection_Subscribe(&rtt_sub, resp_conn, kRttSubject, on_request, nullptr),
-        "subscribe");
+  jsCtx* js = nullptr;
+  if (mq9) {
+    for (const std::string& subject : {stream_subject, rtt_subject}) {
+      std::string name = subject.substr(sizeof kMq9MsgPrefix - 1);
+      for (const char* priority : {".critical", ".urgent"}) {  // a priority, not the mailbox
+        const size_t n = std::strlen(priority);
+        if (name.size() > n && name.compare(name.size() - n, n, priority) == 0) name.resize(name.size() - n);
+      }
+      const std::string create = R"({"public":true,"ttl":3600,"name":")" + name + "\"}";
+      natsMsg* reply = nullptr;
+      check(natsConnection_Request(&reply, req_conn, "$mq9.AI.MAILBOX.CREATE", create.data(),
+                                   static_cast<int>(create.size()), 10000),
+            "mq9 create");
+      natsMsg_Destroy(reply);
+    }
+  } else if (jetstream) {
+    check(natsConnection_JetStream(&js, req_conn, nullptr), "jetstream");
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = "POSTALBENCH";
+    const char* subjects[] = {kRttSubject};
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    jsStreamInfo* si = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    check(js_AddStream(&si, js, &cfg, nullptr, &jerr), "add stream");
+    jsStreamInfo_Destroy(si);
+  } else {
+    check(natsConnection_Subscribe(&rtt_sub, resp_conn, kRttSubject, on_request, nullptr),
+          "subscribe");
+  }
   check(natsConnection_Flush(sub_conn), "flush");
   check(natsConnection_Flush(resp_conn), "flush");
 
@@ -147,27 +191,34 @@ int main(int argc, char** argv) {
 
   std::vector<int64_t> rtt;
   rtt.reserve(rtt_messages);
-  for (int i = 0; i < 100; ++i) {  // warm-up: the request inbox subscription exists
+  // One stored-and-acknowledged (or answered) round trip.
+  auto round_trip = [&] {
+    if (js) {
+      jsPubAck* ack = nullptr;
+      jsErrCode jerr = static_cast<jsErrCode>(0);
+      check(js_Publish(&ack, js, kRttSubject, body.data(), static_cast<int>(size), nullptr, &jerr),
+            "js publish");
+      jsPubAck_Destroy(ack);
+      return;
+    }
     natsMsg* reply = nullptr;
     check(natsConnection_Request(&reply, req_conn, kRttSubject, body.data(), static_cast<int>(size),
                                  10000),
           "request");
     natsMsg_Destroy(reply);
-  }
+  };
+  for (int i = 0; i < 100; ++i) round_trip();  // warm-up: the request inbox subscription exists
   const int64_t rtt_start = postal_peers::now_ns();
   for (uint64_t i = 0; i < rtt_messages; ++i) {
-    natsMsg* reply = nullptr;
     const int64_t t = postal_peers::now_ns();
-    check(natsConnection_Request(&reply, req_conn, kRttSubject, body.data(), static_cast<int>(size),
-                                 10000),
-          "request");
+    round_trip();
     rtt.push_back(postal_peers::now_ns() - t);
-    natsMsg_Destroy(reply);
   }
   const int64_t rtt_ns = postal_peers::now_ns() - rtt_start;
 
   natsSubscription_Destroy(stream_sub);
   natsSubscription_Destroy(rtt_sub);
+  if (js) jsCtx_Destroy(js);
   natsConnection_Destroy(resp_conn);
   natsConnection_Destroy(req_conn);
   natsConnection_Destroy(sub_conn);
@@ -175,9 +226,9 @@ int main(int argc, char** argv) {
   nats_Close();
 
   std::printf(
-      "{\"peer\": \"nats\", \"transport\": \"tcp\", \"size\": %llu, \"window\": %llu, "
+      "{\"peer\": \"%s\", \"transport\": \"tcp\", \"size\": %llu, \"window\": %llu, "
       "\"stream\": %s, \"stream_one_way\": %s, \"round_trip\": %s}\n",
-      static_cast<unsigned long long>(size), static_cast<unsigned long long>(window),
+      label.c_str(), static_cast<unsigned long long>(size), static_cast<unsigned long long>(window),
       postal_peers::stream_json(messages, size, stream_ns).c_str(),
       postal_peers::round_trip_json(state.one_way_ns, stream_ns).c_str(),
       postal_peers::round_trip_json(std::move(rtt), rtt_ns).c_str());
