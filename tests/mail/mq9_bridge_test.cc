@@ -5,6 +5,8 @@
 // M-RECV-4 (queue groups), M-RECV-5 (delete), and the bounds against hostile input.
 #include <nats/nats.h>
 
+#include <poll.h>
+
 #include <atomic>
 #include <set>
 #include <filesystem>
@@ -360,6 +362,27 @@ class Raw {
     socket_.connect({boost::asio::ip::make_address("127.0.0.1"), port});
   }
   void send(std::string_view bytes) { boost::asio::write(socket_, boost::asio::buffer(bytes)); }
+  // What arrives until `needle` has been read `times` times, or 5 s passed.
+  std::string read_until(std::string_view needle, int times) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    std::string out;
+    char buf[4096];
+    auto count = [&] {
+      int n = 0;
+      for (size_t at = out.find(needle); at != std::string::npos; at = out.find(needle, at + 1)) ++n;
+      return n;
+    };
+    while (count() < times) {
+      pollfd p{socket_.native_handle(), POLLIN, 0};
+      const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+      boost::system::error_code ec;
+      size_t n = socket_.read_some(boost::asio::buffer(buf), ec);
+      if (ec) break;
+      out.append(buf, n);
+    }
+    return out;
+  }
   // Everything until EOF (the bridge's close), bounded by the bridge's own timers.
   std::string read_all() {
     std::string out;
@@ -401,6 +424,24 @@ TEST_P(Mq9BridgeTest, MalformedInputGetsTheNatsErrorAndACloseAndOthersAreUnaffec
   }
   EXPECT_NE(bystander.post(id, "", "still here"), 0u);
   EXPECT_GE(bridge_->stats().protocol_errors, 3u);
+}
+
+TEST_P(Mq9BridgeTest, PipelinedVerbsRunInTheOrderSentThoughPublishesTakeAFasterPath) {
+  // CREATE and a publish to the new mailbox in one write, the publish not waiting for CREATE's
+  // reply: the publish must see the mailbox (a publish skips the verb strand only when nothing
+  // is queued on it).
+  for (int round = 0; round < 20; ++round) {
+    Raw raw(bridge_->port());
+    const std::string name = absl::StrCat("pipelined", round);
+    const std::string create = absl::StrCat(R"({"public":true,"name":")", name, R"("})");
+    raw.send(absl::StrCat("CONNECT {}\r\nSUB _INBOX.r.* 1\r\nPUB $mq9.AI.MAILBOX.CREATE _INBOX.r.1 ",
+                          create.size(), "\r\n", create, "\r\nPUB $mq9.AI.MAILBOX.MSG.", name,
+                          " _INBOX.r.2 1\r\nx\r\n"));
+    const std::string got = raw.read_until("MSG _INBOX.r.", 2);
+    EXPECT_NE(got.find("\"created\":true"), std::string::npos) << got;
+    EXPECT_NE(got.find("{\"msg_id\":"), std::string::npos) << got;
+    EXPECT_EQ(got.find("MailboxNotFound"), std::string::npos) << got;
+  }
 }
 
 TEST_P(Mq9BridgeTest, AWrongOrMissingTokenIsRefusedBeforeAnythingIsRead) {
