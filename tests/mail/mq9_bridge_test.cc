@@ -426,10 +426,10 @@ TEST_P(Mq9BridgeTest, MalformedInputGetsTheNatsErrorAndACloseAndOthersAreUnaffec
   EXPECT_GE(bridge_->stats().protocol_errors, 3u);
 }
 
-TEST_P(Mq9BridgeTest, PipelinedVerbsRunInTheOrderSentThoughPublishesTakeAFasterPath) {
+TEST_P(Mq9BridgeTest, PipelinedVerbsRunInTheOrderSent) {
   // CREATE and a publish to the new mailbox in one write, the publish not waiting for CREATE's
-  // reply: the publish must see the mailbox (a publish skips the verb strand only when nothing
-  // is queued on it).
+  // reply: the publish must see the mailbox (verbs run in the order sent; a publish that took a
+  // shortcut past a queued CREATE would fail MailboxNotFound, or its reply would beat the SUB).
   for (int round = 0; round < 20; ++round) {
     Raw raw(bridge_->port());
     const std::string name = absl::StrCat("pipelined", round);

@@ -139,11 +139,7 @@ void Session::handle(const NatsCommand& cmd) {
   } else if (cmd.op == NatsOp::kPing) {
     // Answered from the strand, behind the verbs sent before it: a client's flush (PING, wait
     // for PONG) then means what it means with nats-server, that they were processed.
-    strand_queued_.fetch_add(1, std::memory_order_acq_rel);
-    boost::asio::post(strand_, [self = shared_from_this()] {
-      self->push("PONG\r\n");
-      self->strand_queued_.fetch_sub(1, std::memory_order_acq_rel);
-    });
+    boost::asio::post(strand_, [self = shared_from_this()] { self->push("PONG\r\n"); });
     return;
   } else if (cmd.op == NatsOp::kPong) {
     pings_out_ = 0;
@@ -159,18 +155,6 @@ void Session::handle(const NatsCommand& cmd) {
                   cmd.max_msgs};
     const size_t bytes = v.subject.size() + v.payload.size() + v.headers.size() + 64;
     verb_bytes_.fetch_add(bytes, std::memory_order_acq_rel);
-    // The hot path: a MSG publish with nothing queued before it on the strand goes to the
-    // store from here (publish_async never blocks), saving a thread hand-off; order holds, as
-    // every verb sent before it is done.
-    if (v.op == NatsOp::kPub && strand_queued_.load(std::memory_order_acquire) == 0) {
-      const Mq9Subject s = parse_mq9_subject(v.subject);
-      if (s.verb == Mq9Verb::kMsg && !s.wildcard) {
-        publish_msg(s, v, bytes);
-        if (verbose_) push("+OK\r\n");
-        return;
-      }
-    }
-    strand_queued_.fetch_add(1, std::memory_order_acq_rel);
     boost::asio::post(strand_, [self = shared_from_this(), v = std::move(v), bytes]() mutable {
       self->verb(std::move(v), bytes);
     });

@@ -21,7 +21,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "mq9_core.h"
-#include "mq9_subject.h"
 #include "nats_parser.h"
 
 namespace postal::mail::mq9 {
@@ -65,8 +64,6 @@ class Session : public std::enable_shared_from_this<Session> {
   void verb(VerbCommand cmd, size_t bytes);
   void verb_done(size_t bytes);  // any thread: a verb's bytes are released
   bool publish(VerbCommand& cmd, size_t bytes);  // true: it calls verb_done itself
-  // A MSG publish: stored, then answered; also called on the I/O thread (see `handle`).
-  void publish_msg(const Mq9Subject& s, VerbCommand& cmd, size_t bytes);
   void subscribe(VerbCommand& cmd);
   void unsubscribe(const VerbCommand& cmd);
   void create(const VerbCommand& cmd);
@@ -91,7 +88,6 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<bool> headers_{false};
   std::atomic<size_t> verb_bytes_{0};  // of verbs posted and not done (publishes: until stored)
   std::atomic<bool> read_paused_{false};
-  std::atomic<size_t> strand_queued_{0};  // verbs posted to the strand and not done
 
   absl::Mutex out_mu_;
   std::string out_ ABSL_GUARDED_BY(out_mu_);

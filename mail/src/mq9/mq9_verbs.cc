@@ -39,10 +39,6 @@ std::string refusal(std::string_view subject, const absl::Status& why) {
 }  // namespace
 
 void Session::verb(VerbCommand cmd, size_t bytes) {
-  struct Ran {  // the strand is idle again once this verb is done (the publish fast path)
-    std::atomic<size_t>& queued;
-    ~Ran() { queued.fetch_sub(1, std::memory_order_acq_rel); }
-  } ran{strand_queued_};
   if (torn_down_) {
     verb_done(bytes);
     return;
@@ -102,11 +98,6 @@ bool Session::publish(VerbCommand& cmd, size_t bytes) {
               "$mq9.AI.MAILBOX.DELETE.{mail_id}.{msg_id} or $mq9.AI.PUBLIC.LIST"))));
     return false;
   }
-  publish_msg(s, cmd, bytes);
-  return true;
-}
-
-void Session::publish_msg(const Mq9Subject& s, VerbCommand& cmd, size_t bytes) {
   const std::string mailbox(s.mailbox);
   core_.options.mailboxes->publish_async(
       mailbox, s.priority.value_or(Priority::kNormal), std::move(cmd.payload),
@@ -124,6 +115,7 @@ void Session::publish_msg(const Mq9Subject& s, VerbCommand& cmd, size_t bytes) {
         }
         self->verb_done(bytes);
       });
+  return true;
 }
 
 void Session::create(const VerbCommand& cmd) {
