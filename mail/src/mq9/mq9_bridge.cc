@@ -140,17 +140,18 @@ Mq9Bridge::~Mq9Bridge() {
   // subscriptions), and its object dies once no handler holds it (a publish waiting for the
   // store does); the I/O thread runs until then. A client that does not read is cut off by its
   // close timer (1 s).
+  // The waits have no deadline on purpose: going on early would destroy `io` or the verb pool
+  // under a session that still uses them. Each ends within about a second (the close timer) plus
+  // the store's commit of publishes in flight.
   Core& c = *core_;
-  auto wait_for = [&c](bool (*done)(Core*), absl::Duration timeout) {
-    c.sessions_mu.LockWhenWithTimeout(absl::Condition(done, &c), timeout);
+  auto wait_for = [&c](bool (*done)(Core*)) {
+    c.sessions_mu.LockWhen(absl::Condition(done, &c));
     c.sessions_mu.Unlock();
   };
-  wait_for([](Core* k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return k->sessions.empty(); },
-           absl::Seconds(5));
+  wait_for([](Core* k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return k->sessions.empty(); });
   c.verbs.join();
   // Asio's rule: a session's socket and timers must die before `io` does.
-  wait_for([](Core* k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return k->live_sessions == 0; },
-           absl::Seconds(30));
+  wait_for([](Core* k) ABSL_NO_THREAD_SAFETY_ANALYSIS { return k->live_sessions == 0; });
   c.io_work.reset();
   c.io.stop();
   if (c.io_thread.joinable()) c.io_thread.join();

@@ -139,7 +139,13 @@ void Session::handle(const NatsCommand& cmd) {
   } else if (cmd.op == NatsOp::kPing) {
     // Answered from the strand, behind the verbs sent before it: a client's flush (PING, wait
     // for PONG) then means what it means with nats-server, that they were processed.
-    boost::asio::post(strand_, [self = shared_from_this()] { self->push("PONG\r\n"); });
+    // Counted like a verb, so a PING flood behind a slow verb pauses reading too.
+    constexpr size_t kPingBytes = 64;
+    verb_bytes_.fetch_add(kPingBytes, std::memory_order_acq_rel);
+    boost::asio::post(strand_, [self = shared_from_this()] {
+      self->push("PONG\r\n");
+      self->verb_done(kPingBytes);
+    });
     return;
   } else if (cmd.op == NatsOp::kPong) {
     pings_out_ = 0;
@@ -245,9 +251,10 @@ void Session::push(std::string bytes) {
   if (post) boost::asio::post(core_.io, [self = shared_from_this()] { self->flush(); });
 }
 
-bool Session::slow_for_close() {
+bool Session::slow_for_close() {  // true once: the caller counts, logs and closes
   absl::MutexLock lock(&out_mu_);
-  if (!slow_ || closing_) return false;
+  if (!slow_ || slow_reported_) return false;
+  slow_reported_ = true;
   out_.clear();
   return true;
 }

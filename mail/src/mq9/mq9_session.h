@@ -94,6 +94,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool flush_posted_ ABSL_GUARDED_BY(out_mu_) = false;
   bool closing_ ABSL_GUARDED_BY(out_mu_) = false;
   bool slow_ ABSL_GUARDED_BY(out_mu_) = false;
+  bool slow_reported_ ABSL_GUARDED_BY(out_mu_) = false;
   bool shut_ ABSL_GUARDED_BY(out_mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(out_mu_) = false;
 

@@ -201,7 +201,10 @@ void Session::subscribe(VerbCommand& cmd) {
   // again unless a member deletes it (mq9's at-least-once recipe).
   const bool group = !cmd.queue.empty();
   RetainedSubscribeOptions options;
-  options.queue_group = cmd.queue;
+  // Members of one group must want the same messages: a priority filter is part of the group,
+  // or a live message handed to a member that filters it out would reach no one.
+  options.queue_group =
+      group && only ? absl::StrCat(sv(cmd.queue), ".", sv(to_string(*only))) : cmd.queue;
   // The mailbox's end (TTL, removal) reaches clients that read headers as a status message.
   options.on_end = [weak, sid = cmd.sid, mailbox = std::string(s.mailbox)](const absl::Status& why) {
     auto self = weak.lock();
@@ -242,10 +245,13 @@ void Session::subscribe(VerbCommand& cmd) {
 }
 
 void Session::unsubscribe(const VerbCommand& cmd) {
-  if (plain_sids_.erase(cmd.sid)) {
+  if (plain_sids_.contains(cmd.sid)) {
+    // With a max the sid stays taken (and counted) until a plain UNSUB: the route may expire by
+    // itself, but a hostile SUB/UNSUB-max loop must not grow the routes past the bound.
     if (cmd.max_msgs) {
       core_.routes.set_max(id_, cmd.sid, cmd.max_msgs);
     } else {
+      plain_sids_.erase(cmd.sid);
       core_.routes.remove(id_, cmd.sid);
     }
     return;
@@ -255,7 +261,8 @@ void Session::unsubscribe(const VerbCommand& cmd) {
   std::shared_ptr<Subscription> sub = it->second;
   if (cmd.max_msgs != 0 && sub->delivered.load() < cmd.max_msgs) {
     sub->max.store(cmd.max_msgs, std::memory_order_release);
-    return;
+    // A handler that read no max yet may have reached it meanwhile: look again.
+    if (sub->delivered.load(std::memory_order_acquire) < cmd.max_msgs) return;
   }
   sub->ended.store(true, std::memory_order_release);
   mq9_subs_.erase(it);

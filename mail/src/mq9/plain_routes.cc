@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "mq9_session.h"
 #include "mq9_subject.h"
@@ -48,7 +49,9 @@ size_t PlainRoutes::route(std::string_view subject, std::string_view reply,
   std::vector<Target> targets;
   {
     absl::MutexLock lock(&mu_);
-    std::map<std::string_view, std::vector<size_t>> groups;  // queue → matching members
+    // (pattern, queue) → matching members: as in nats-server, each distinct subscription
+    // subject of a queue name is its own group.
+    std::map<std::pair<std::string_view, std::string_view>, std::vector<size_t>> groups;
     for (size_t i = 0; i < subs_.size(); ++i) {
       const Sub& s = subs_[i];
       if (!subject_matches(s.pattern, subject)) continue;
@@ -56,10 +59,10 @@ size_t PlainRoutes::route(std::string_view subject, std::string_view reply,
         targets.push_back({s.session.lock(), s.sid});
         ++subs_[i].delivered;
       } else {
-        groups[s.queue].push_back(i);
+        groups[{s.pattern, s.queue}].push_back(i);
       }
     }
-    for (auto& [queue, members] : groups) {
+    for (auto& [key, members] : groups) {
       size_t i = members[round_robin_++ % members.size()];
       targets.push_back({subs_[i].session.lock(), subs_[i].sid});
       ++subs_[i].delivered;
