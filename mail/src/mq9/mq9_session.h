@@ -85,6 +85,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool verbose_ = false;
   int pings_out_ = 0;
   std::string writing_;
+
+  // Any thread.
   std::atomic<bool> headers_{false};
   std::atomic<size_t> verb_bytes_{0};  // of verbs posted and not done (publishes: until stored)
   std::atomic<bool> read_paused_{false};
