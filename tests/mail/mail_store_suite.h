@@ -3,7 +3,7 @@
 //
 // Each test gets a fresh folder under /tmp for the store file (support/scratch_dir.h), a
 // ManualClock and a store; tests of durability call `reopen()` and skip on a store that is not
-// persistent.
+// persistent. The NATS store runs on a real nats-server of the test's own (NatsStore below).
 #pragma once
 
 #include <filesystem>
@@ -15,10 +15,13 @@
 #include <gtest/gtest.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "postal/mail/clock.h"
 #include "postal/mail/mail_store.h"
 #include "postal/mail/mem_mail_store.h"
+#include "postal/mail/nats_mail_store.h"
 #include "postal/mail/sqlite_mail_store.h"
+#include "support/nats_server.h"
 #include "support/scratch_dir.h"
 
 namespace postal::mail::testing {
@@ -75,6 +78,33 @@ inline StoreFactory SqliteStore(Durability durability) {
                        StoreLimits limits) {
             return SqliteMailStore::open(
                 file, {.durability = durability, .clock = std::move(clock), .limits = limits});
+          }};
+}
+
+// The NATS store on a nats-server of the test's own, storing in the test's folder. A reopen kills
+// that server (kill -9) and starts it again on the same folder, so what survives a reopen
+// survived a crash of the server, not only a new store object.
+inline StoreFactory NatsStore() {
+  return {"nats",
+          [](const std::filesystem::path& file, std::shared_ptr<Clock> clock,
+             StoreLimits limits) -> absl::StatusOr<std::unique_ptr<MailStore>> {
+            if (test_support::NatsServer::binary().empty()) {
+              return absl::FailedPreconditionError(test_support::NatsServer::kMissing);
+            }
+            static std::unique_ptr<test_support::NatsServer> server;  // the running test's
+            const std::filesystem::path dir = file.parent_path() / "nats";
+            if (server != nullptr && server->dir() == dir) {
+              server->restart();
+            } else {
+              server.reset();
+              server = std::make_unique<test_support::NatsServer>(dir);
+            }
+            if (!server->ready()) {
+              return absl::UnavailableError(absl::StrCat(
+                  "nats-server did not start; its log: ", server->log().string()));
+            }
+            return NatsMailStore::open(
+                {.url = server->url(), .clock = std::move(clock), .limits = limits});
           }};
 }
 

@@ -122,10 +122,14 @@ class MailStore {
  public:
   virtual ~MailStore() = default;
 
-  // "mem" or "sqlite".
+  // "mem", "sqlite" or "nats".
   virtual std::string_view kind() const = 0;
   // Whether durable messages outlive this object (a reopened store sees them).
   virtual bool persistent() const = 0;
+  // Whether normal messages of a mailbox not created `durable_all` are kept in memory only
+  // (M-PRIO-2): so in the SQLite store. The NATS store keeps them in its file stream too
+  // (nats_mail_store.h says why); a store that keeps nothing keeps them in memory as well.
+  virtual bool volatile_normal() const { return true; }
 
   virtual absl::StatusOr<CreateResult> create(const MailboxSpec& spec) = 0;
   virtual absl::StatusOr<MailboxInfo> mailbox(std::string_view id) = 0;

@@ -1,0 +1,88 @@
+#include "nats_link.h"
+
+#include "absl/strings/str_cat.h"
+#include "postal/mail/mail_errors.h"
+#include "postal/wire/absl_compat.h"
+
+namespace postal::mail::nats {
+
+absl::StatusOr<std::unique_ptr<NatsLink>> NatsLink::connect(const Options& options) {
+  std::unique_ptr<NatsLink> link(new NatsLink());
+  link->url_ = options.url;
+  link->timeout_ms_ = absl::ToInt64Milliseconds(options.timeout);
+  natsOptions* opts = nullptr;
+  natsStatus s = natsOptions_Create(&opts);
+  if (s == NATS_OK) s = natsOptions_SetURL(opts, options.url.c_str());
+  if (s == NATS_OK) s = natsOptions_SetName(opts, options.name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, link->timeout_ms_);
+  // Keep trying a lost server for ever: requests fail with a timeout meanwhile, and the store
+  // works again once a server of the cluster is back.
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  if (s == NATS_OK && !options.token.empty()) s = natsOptions_SetToken(opts, options.token.c_str());
+  if (s == NATS_OK) s = natsConnection_Connect(&link->nc_, opts);
+  natsOptions_Destroy(opts);
+  if (s != NATS_OK) return link->error("connecting", s);
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = link->timeout_ms_;
+  s = natsConnection_JetStream(&link->js_, link->nc_, &jo);
+  if (s != NATS_OK) return link->error("opening the JetStream context", s);
+  return link;
+}
+
+NatsLink::~NatsLink() {
+  if (js_ != nullptr) jsCtx_Destroy(js_);
+  if (nc_ != nullptr) {
+    natsConnection_Close(nc_);
+    natsConnection_Destroy(nc_);
+  }
+}
+
+absl::Status NatsLink::error(std::string_view what, natsStatus status, jsErrCode jerr) const {
+  const char* last = nats_GetLastError(nullptr);
+  return IoFailedError(absl::StrCat(
+      "the NATS store at ", url_, ": ", sv(what), " failed: ", natsStatus_GetText(status),
+      last != nullptr && *last != '\0' ? absl::StrCat(" (", last, ")") : std::string(),
+      jerr != 0 ? absl::StrCat(" [JetStream error ", static_cast<int>(jerr), "]") : std::string(),
+      "; check that nats-server runs there with JetStream enabled (-js) and is reachable"));
+}
+
+absl::StatusOr<nlohmann::json> NatsLink::api(std::string_view api, const nlohmann::json& request,
+                                             int* jerr) const {
+  const std::string subject = absl::StrCat("$JS.API.", sv(api));
+  const std::string body = request.dump();
+  natsMsg* reply = nullptr;
+  natsStatus s = natsConnection_Request(&reply, nc_, subject.c_str(), body.data(),
+                                        static_cast<int>(body.size()), timeout_ms_);
+  if (s != NATS_OK) return error(absl::StrCat("the request ", subject), s);
+  nlohmann::json answer = nlohmann::json::parse(
+      std::string_view(natsMsg_GetData(reply), static_cast<size_t>(natsMsg_GetDataLength(reply))),
+      nullptr, /*allow_exceptions=*/false);
+  natsMsg_Destroy(reply);
+  if (answer.is_discarded() || !answer.is_object()) {
+    return IoFailedError(absl::StrCat("the NATS store at ", url_, ": ", subject,
+                                      " answered with something that is not a JSON object"));
+  }
+  if (auto e = answer.find("error"); e != answer.end() && e->is_object()) {
+    const int code = e->value("err_code", 0);
+    if (jerr != nullptr) *jerr = code;
+    return IoFailedError(absl::StrCat("the NATS store at ", url_, ": ", subject, " failed: ",
+                                      e->value("description", std::string("?")),
+                                      " [JetStream error ", code, "]"));
+  }
+  return answer;
+}
+
+std::string hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+}  // namespace postal::mail::nats

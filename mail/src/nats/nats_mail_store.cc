@@ -1,0 +1,583 @@
+// NatsMailStore (nats_mail_store.h): messages in one JetStream stream, one subject per lane;
+// mailbox records and settlement marks in two KV buckets (nats_records.h).
+#include "postal/mail/nats_mail_store.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "nats_ack_inbox.h"
+#include "nats_link.h"
+#include "nats_records.h"
+#include "postal/mail/mail_errors.h"
+#include "postal/wire/absl_compat.h"
+#include "../store/settle_marks.h"
+#include "../store/store_admission.h"
+
+namespace postal::mail {
+namespace {
+
+using nats::Bucket;
+using nats::Marks;
+using nats::NatsLink;
+
+constexpr std::string_view kWhere = "the NATS store";
+constexpr int kCasTries = 64;  // compare-and-set rounds on one marks record before giving up
+
+absl::Status check_options(const NatsStoreOptions& o) {
+  const bool prefix_ok =
+      !o.prefix.empty() && o.prefix.size() <= 32 &&
+      std::all_of(o.prefix.begin(), o.prefix.end(),
+                  [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; });
+  if (!prefix_ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NATS store prefix \"", o.prefix, "\": use 1-32 characters of A-Z, 0-9 and _"));
+  }
+  if (o.replicas != 1 && o.replicas != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NATS store replicas ", o.replicas, ": use 1, or 3 in a 3-node cluster"));
+  }
+  if (o.timeout <= absl::ZeroDuration() || o.max_pending_appends == 0) {
+    return absl::InvalidArgumentError("NATS store: the timeout and max_pending_appends must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+std::optional<Priority> priority_of_letter(char c) {
+  switch (c) {
+    case 'c': return Priority::kCritical;
+    case 'u': return Priority::kUrgent;
+    case 'n': return Priority::kNormal;
+    default: return std::nullopt;
+  }
+}
+
+class NatsStore final : public MailStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<MailStore>> open(NatsStoreOptions options) {
+    if (absl::Status s = check_options(options); !s.ok()) return s;
+    std::unique_ptr<NatsStore> store(new NatsStore(std::move(options)));
+    if (absl::Status s = store->connect(); !s.ok()) return s;
+    return std::unique_ptr<MailStore>(std::move(store));
+  }
+
+  ~NatsStore() override {
+    inbox_.reset();  // fails appends still waiting, before the link goes
+    boxes_.reset();
+    marks_.reset();
+  }
+
+  std::string_view kind() const override { return "nats"; }
+  bool persistent() const override { return true; }
+  bool volatile_normal() const override { return false; }
+
+  absl::StatusOr<CreateResult> create(const MailboxSpec& spec) override {
+    absl::StatusOr<std::string> made = store::mailbox_id(spec);
+    if (!made.ok()) return made.status();
+    const std::string& id = *made;
+    const std::string key = nats::hex(id);
+    const absl::Time now = clock_->now();
+    absl::MutexLock lock(&create_mu_);
+    for (int round = 0; round < 2; ++round) {
+      absl::StatusOr<std::optional<MailboxInfo>> existing = record(key);
+      if (!existing.ok()) return existing.status();
+      if (existing->has_value()) {
+        if (!(*existing)->expired(now)) {
+          if (absl::Status s = store::check_same_bounds(**existing, spec); !s.ok()) return s;
+          return CreateResult{.mailbox = **existing, .created = false};
+        }
+        if (absl::Status s = drop(id); !s.ok()) return s;  // M-BOX-3: replaced before the sweep
+      }
+      absl::StatusOr<std::vector<MailboxInfo>> all = records();
+      if (!all.ok()) return all.status();
+      const size_t live = static_cast<size_t>(std::count_if(
+          all->begin(), all->end(), [&](const MailboxInfo& m) { return !m.expired(now); }));
+      if (absl::Status s = store::check_mailbox_cap(live, limits_.max_mailboxes); !s.ok()) return s;
+      MailboxInfo info = store::new_mailbox(spec, id, now);
+      absl::StatusOr<bool> created = boxes_->create(key, nats::encode_mailbox(info));
+      if (!created.ok()) return created.status();
+      if (*created) {
+        remember(info);
+        return CreateResult{.mailbox = std::move(info), .created = true};
+      }
+      // Another process created it between our read and our create: answer with its record.
+    }
+    return IoFailedError(absl::StrCat("the NATS store: mailbox ", id,
+                                      " was created and removed again while we created it; retry"));
+  }
+
+  absl::StatusOr<MailboxInfo> mailbox(std::string_view id) override { return find(id, false); }
+
+  absl::StatusOr<std::vector<MailboxInfo>> list_public() override {
+    const absl::Time now = clock_->now();
+    absl::StatusOr<std::vector<MailboxInfo>> all = records();
+    if (!all.ok()) return all.status();
+    std::vector<MailboxInfo> out;
+    for (MailboxInfo& m : *all) {
+      if (m.is_public && !m.expired(now)) out.push_back(std::move(m));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const MailboxInfo& a, const MailboxInfo& b) { return a.id < b.id; });
+    return out;
+  }
+
+  absl::Status remove(std::string_view id) override {
+    if (absl::StatusOr<MailboxInfo> info = find(id, false); !info.ok()) return info.status();
+    return drop(id);
+  }
+
+  absl::StatusOr<std::vector<MailboxInfo>> expire(absl::Time now) override {
+    absl::StatusOr<std::vector<MailboxInfo>> all = records();
+    if (!all.ok()) return all.status();
+    std::vector<MailboxInfo> gone;
+    for (MailboxInfo& m : *all) {
+      if (!m.expired(now)) continue;
+      if (absl::Status s = drop(m.id); !s.ok()) return s;
+      gone.push_back(std::move(m));
+    }
+    return gone;
+  }
+
+  absl::StatusOr<uint64_t> append(std::string_view id, Priority priority,
+                                  std::string body) override {
+    absl::StatusOr<MailboxInfo> info = find(id, true);
+    if (!info.ok()) return info.status();
+    if (absl::Status s = fits_payload(body.size()); !s.ok()) return s;
+    const std::string subject = lane_subject(id, priority);
+    if (info->max_messages == 0) {
+      if (absl::Status s = store::check_message_fits(*info, 0, body.size()); !s.ok()) return s;
+      return publish(subject, body);
+    }
+    absl::MutexLock lock(&stripe(id));
+    absl::StatusOr<uint64_t> held = count_messages(id);
+    if (!held.ok()) return held.status();
+    if (absl::Status s = store::check_message_fits(*info, *held, body.size()); !s.ok()) return s;
+    return publish(subject, body);
+  }
+
+  void append_async(std::string_view id, Priority priority, std::string body, AppendDone done,
+                    AppendAsync how) override {
+    absl::StatusOr<MailboxInfo> info = find(id, true);
+    absl::Status ok = info.ok() ? fits_payload(body.size()) : info.status();
+    if (ok.ok() && info->max_messages > 0) {
+      // A bounded mailbox counts and publishes under its lock, so the bound holds exactly.
+      std::move(done)(append(id, priority, std::move(body)));
+      return;
+    }
+    if (ok.ok()) ok = store::check_message_fits(*info, 0, body.size());
+    if (!ok.ok()) {
+      std::move(done)(std::move(ok));
+      return;
+    }
+    (void)how;  // the ack always comes on the inbox's thread
+    inbox_->publish(lane_subject(id, priority), body,
+                    [this, done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
+                      if (seq.ok()) saw(*seq);
+                      std::move(done)(std::move(seq));
+                    });
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> append_all(std::string_view id,
+                                                   std::vector<NewMessage> batch) override {
+    absl::StatusOr<MailboxInfo> info = find(id, true);
+    if (!info.ok()) return info.status();
+    absl::MutexLock lock(&stripe(id));
+    uint64_t held = 0;
+    if (info->max_messages > 0) {
+      absl::StatusOr<uint64_t> n = count_messages(id);
+      if (!n.ok()) return n.status();
+      held = *n;
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (absl::Status s = store::check_message_fits(*info, held + i, batch[i].body.size());
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = fits_payload(batch[i].body.size()); !s.ok()) return s;
+    }
+    std::vector<uint64_t> seqs;
+    for (const NewMessage& m : batch) {
+      absl::StatusOr<uint64_t> seq = publish(lane_subject(id, m.priority), m.body);
+      if (!seq.ok()) {
+        for (uint64_t s : seqs) delete_message(s);  // whole or not at all (M-STORE-2)
+        return seq.status();
+      }
+      seqs.push_back(*seq);
+    }
+    return seqs;
+  }
+
+  absl::StatusOr<std::vector<StoredMessage>> read(std::string_view id,
+                                                  const LaneRange& range) override {
+    if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
+    const std::string subject = lane_subject(id, range.priority);
+    std::vector<StoredMessage> out;
+    uint64_t after = range.after;
+    while (out.size() < range.limit && after < range.through) {
+      absl::StatusOr<std::optional<StoredMessage>> m = get_message(after + 1, subject);
+      if (!m.ok()) return m.status();
+      if (!m->has_value() || (*m)->seq > range.through) break;
+      after = (*m)->seq;
+      out.push_back(**std::move(m));
+    }
+    return out;
+  }
+
+  absl::StatusOr<bool> erase(std::string_view id, uint64_t seq) override {
+    if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
+    absl::StatusOr<std::optional<StoredMessage>> m = get_message(seq, mailbox_prefix(id));
+    if (!m.ok()) return m.status();
+    if (!m->has_value() || (*m)->seq != seq) return false;
+    if (!delete_message(seq)) return false;  // someone else erased it first
+    absl::Status s = edit_marks(id, [&](Marks& marks) {
+      for (auto& [group, seqs] : marks) seqs.erase(seq);
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    return true;
+  }
+
+  absl::StatusOr<uint64_t> consume_through(std::string_view id, Priority priority,
+                                           uint64_t seq) override {
+    if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
+    nlohmann::json request{{"filter", lane_subject(id, priority)}};
+    if (seq < std::numeric_limits<uint64_t>::max()) request["seq"] = seq + 1;  // keeps seq + 1…
+    absl::StatusOr<nlohmann::json> purged = link_->api(stream_api("STREAM.PURGE."), request);
+    if (!purged.ok()) return purged.status();
+    const char lane = nats::lane_letter(priority);
+    absl::Status s = edit_marks(id, [&](Marks& marks) {
+      for (auto& [group, seqs] : marks) {
+        std::erase_if(seqs, [&](const auto& m) { return m.first <= seq && m.second == lane; });
+      }
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    if (seq >= last_seq()) {
+      if (absl::Status hw = keep_high_water(); !hw.ok()) return hw;
+    }
+    return purged->value("purged", uint64_t{0});
+  }
+
+  absl::StatusOr<uint64_t> count(std::string_view id) override {
+    if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
+    return count_messages(id);
+  }
+
+  uint64_t last_seq() const override { return last_seq_.load(std::memory_order_acquire); }
+
+  absl::Status settle(std::string_view id, std::string_view group,
+                      const std::vector<uint64_t>& seqs) override {
+    if (absl::Status s = check_queue_group(group); !s.ok()) return s;
+    if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
+    std::map<uint64_t, char> held;  // the seqs of `seqs` the mailbox holds, with their lanes
+    const std::string prefix = mailbox_prefix(id);
+    for (uint64_t seq : seqs) {
+      absl::StatusOr<std::optional<StoredMessage>> m = get_message(seq, prefix);
+      if (!m.ok()) return m.status();
+      if (m->has_value() && (*m)->seq == seq) held[seq] = nats::lane_letter((*m)->priority);
+    }
+    return edit_marks(id, [&](Marks& marks) {
+      if (!marks.contains(group) && marks.size() >= limits_.max_settling_groups) {
+        return store::settling_groups_exhausted(id, group, limits_.max_settling_groups);
+      }
+      if (!held.empty()) marks[std::string(group)].insert(held.begin(), held.end());
+      return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> settled(std::string_view id,
+                                                std::string_view group) override {
+    if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
+    absl::StatusOr<std::optional<Bucket::Entry>> entry = marks_->get(nats::hex(id));
+    if (!entry.ok()) return entry.status();
+    std::vector<uint64_t> out;
+    if (!entry->has_value()) return out;
+    absl::StatusOr<Marks> marks = nats::decode_marks((*entry)->value);
+    if (!marks.ok()) return marks.status();
+    if (auto it = marks->find(group); it != marks->end()) {
+      for (const auto& [seq, lane] : it->second) out.push_back(seq);
+    }
+    return out;
+  }
+
+ private:
+  explicit NatsStore(NatsStoreOptions options)
+      : options_(std::move(options)),
+        clock_(options_.clock ? options_.clock : std::make_shared<SystemClock>()),
+        limits_(options_.limits),
+        stream_(absl::StrCat(options_.prefix, "_MAIL")),
+        subjects_(absl::StrCat(absl::AsciiStrToLower(options_.prefix), ".mail.")) {}
+
+  absl::Status connect() {
+    absl::StatusOr<std::unique_ptr<NatsLink>> link = NatsLink::connect(
+        {options_.url, options_.token, options_.timeout, "postal mail store"});
+    if (!link.ok()) return link.status();
+    link_ = *std::move(link);
+    // JetStream may still be starting (a server just launched, a cluster electing its meta
+    // leader): keep asking until the timeout.
+    const absl::Time deadline = absl::Now() + options_.timeout;
+    absl::Status s;
+    while (!(s = ensure_stream()).ok() && absl::Now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!s.ok()) return s;
+    absl::StatusOr<std::unique_ptr<Bucket>> boxes =
+        Bucket::open(*link_, absl::StrCat(options_.prefix, "_BOXES"), options_.replicas);
+    if (!boxes.ok()) return boxes.status();
+    boxes_ = *std::move(boxes);
+    absl::StatusOr<std::unique_ptr<Bucket>> marks =
+        Bucket::open(*link_, absl::StrCat(options_.prefix, "_MARKS"), options_.replicas);
+    if (!marks.ok()) return marks.status();
+    marks_ = *std::move(marks);
+    inbox_ = std::make_unique<nats::AckInbox>(*link_, options_.max_pending_appends);
+    return inbox_->start();
+  }
+
+  // Finds or creates the stream; notes its last sequence number.
+  absl::Status ensure_stream() {
+    int jerr = 0;
+    absl::StatusOr<nlohmann::json> info = link_->api(stream_api("STREAM.INFO."), nlohmann::json::object(), &jerr);
+    if (!info.ok() && jerr == JSStreamNotFoundErr) {
+      info = link_->api(stream_api("STREAM.CREATE."),
+                        nlohmann::json{{"name", stream_},
+                                       {"subjects", {absl::StrCat(subjects_, ">")}},
+                                       {"storage", "file"},
+                                       {"retention", "limits"},
+                                       {"discard", "old"},
+                                       {"num_replicas", options_.replicas},
+                                       {"allow_direct", true}});
+    }
+    if (!info.ok()) return info.status();
+    saw(info->value(nlohmann::json::json_pointer("/state/last_seq"), uint64_t{0}));
+    return absl::OkStatus();
+  }
+
+  std::string stream_api(std::string_view verb) const { return absl::StrCat(sv(verb), stream_); }
+  std::string mailbox_prefix(std::string_view id) const {
+    return absl::StrCat(subjects_, nats::hex(id), ".");
+  }
+  std::string lane_subject(std::string_view id, Priority priority) const {
+    return absl::StrCat(mailbox_prefix(id), std::string(1, nats::lane_letter(priority)));
+  }
+
+  void saw(uint64_t seq) {
+    uint64_t last = last_seq_.load(std::memory_order_relaxed);
+    while (seq > last && !last_seq_.compare_exchange_weak(last, seq, std::memory_order_acq_rel)) {
+    }
+  }
+
+  absl::Status fits_payload(size_t bytes) const {
+    const int64_t max = natsConnection_GetMaxPayload(link_->nc());
+    if (max > 0 && bytes > static_cast<size_t>(max)) {
+      return BudgetExhaustedError(absl::StrCat(
+          "a message of ", bytes, " bytes is over the NATS server's max_payload of ", max,
+          " bytes; send smaller messages or raise max_payload in nats-server's configuration"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<uint64_t> publish(const std::string& subject, std::string_view body) {
+    natsMsg* reply = nullptr;
+    const natsStatus s =
+        natsConnection_Request(&reply, link_->nc(), subject.c_str(), body.data(),
+                               static_cast<int>(body.size()), link_->timeout_ms());
+    if (s != NATS_OK) return link_->error("storing a message", s);
+    absl::StatusOr<uint64_t> seq = nats::parse_pub_ack(
+        *link_, std::string_view(natsMsg_GetData(reply),
+                                 static_cast<size_t>(natsMsg_GetDataLength(reply))));
+    natsMsg_Destroy(reply);
+    if (seq.ok()) saw(*seq);
+    return seq;
+  }
+
+  // The first message at or after `seq` whose subject starts with `prefix` (a lane's subject,
+  // or a mailbox's prefix for any lane); nullopt when there is none.
+  absl::StatusOr<std::optional<StoredMessage>> get_message(uint64_t seq,
+                                                           const std::string& prefix) {
+    const bool lane = !absl::EndsWith(prefix, ".");
+    const std::string filter = lane ? prefix : absl::StrCat(prefix, "*");
+    jsDirectGetMsgOptions options;
+    jsDirectGetMsgOptions_Init(&options);
+    options.Sequence = seq;
+    options.NextBySubject = filter.c_str();
+    natsMsg* msg = nullptr;
+    const natsStatus s = js_DirectGetMsg(&msg, link_->js(), stream_.c_str(), nullptr, &options);
+    if (s == NATS_NOT_FOUND) return std::nullopt;
+    if (s != NATS_OK) return link_->error("reading a message", s);
+    const std::string_view subject = natsMsg_GetSubject(msg);
+    std::optional<Priority> priority =
+        subject.empty() ? std::nullopt : priority_of_letter(subject.back());
+    StoredMessage m{.seq = natsMsg_GetSequence(msg),
+                    .priority = priority.value_or(Priority::kNormal),
+                    .stored_at = absl::FromUnixNanos(natsMsg_GetTime(msg)),
+                    .body = std::string(natsMsg_GetData(msg),
+                                        static_cast<size_t>(natsMsg_GetDataLength(msg)))};
+    natsMsg_Destroy(msg);
+    if (!priority) return link_->error("reading a message (a subject without a lane)", NATS_ERR);
+    return m;
+  }
+
+  // False when there was no such message (someone removed it first).
+  bool delete_message(uint64_t seq) {
+    jsErrCode jerr = jsErrCode(0);
+    return js_EraseMsg(link_->js(), stream_.c_str(), seq, nullptr, &jerr) == NATS_OK;
+  }
+
+  absl::StatusOr<uint64_t> count_messages(std::string_view id) {
+    absl::StatusOr<nlohmann::json> info = link_->api(
+        stream_api("STREAM.INFO."), nlohmann::json{{"subjects_filter", absl::StrCat(mailbox_prefix(id), "*")}});
+    if (!info.ok()) return info.status();
+    uint64_t n = 0;
+    const nlohmann::json* subjects = nullptr;
+    if (auto st = info->find("state"); st != info->end()) {
+      if (auto it = st->find("subjects"); it != st->end() && it->is_object()) subjects = &*it;
+    }
+    if (subjects != nullptr) {
+      for (const auto& [subject, msgs] : subjects->items()) n += msgs.get<uint64_t>();
+    }
+    return n;
+  }
+
+  // The record of mailbox `key` as stored (expired or not).
+  absl::StatusOr<std::optional<MailboxInfo>> record(const std::string& key) {
+    absl::StatusOr<std::optional<Bucket::Entry>> entry = boxes_->get(key);
+    if (!entry.ok()) return entry.status();
+    if (!entry->has_value()) return std::nullopt;
+    absl::StatusOr<MailboxInfo> info = nats::decode_mailbox(key, (*entry)->value);
+    if (!info.ok()) return info.status();
+    return *std::move(info);
+  }
+
+  absl::StatusOr<std::vector<MailboxInfo>> records() {
+    absl::StatusOr<std::vector<std::pair<std::string, std::string>>> all = boxes_->all();
+    if (!all.ok()) return all.status();
+    std::vector<MailboxInfo> out;
+    for (const auto& [key, value] : *all) {
+      absl::StatusOr<MailboxInfo> info = nats::decode_mailbox(key, value);
+      if (!info.ok()) return info.status();
+      out.push_back(*std::move(info));
+    }
+    return out;
+  }
+
+  // The live mailbox `id`: MailboxNotFound when it does not exist or its TTL ended. `cached`:
+  // a record read within record_cache_ttl will do.
+  absl::StatusOr<MailboxInfo> find(std::string_view id, bool cached) {
+    const absl::Time now = clock_->now();
+    if (cached) {
+      absl::MutexLock lock(&cache_mu_);
+      if (auto it = cache_.find(std::string(id));
+          it != cache_.end() && absl::Now() - it->second.second < options_.record_cache_ttl) {
+        if (it->second.first.expired(now)) return MailboxNotFoundError(id, kWhere);
+        return it->second.first;
+      }
+    }
+    absl::StatusOr<std::optional<MailboxInfo>> info = record(nats::hex(id));
+    if (!info.ok()) return info.status();
+    if (!info->has_value() || (*info)->expired(now)) {
+      forget(id);
+      return MailboxNotFoundError(id, kWhere);
+    }
+    remember(**info);
+    return **info;
+  }
+  void remember(const MailboxInfo& info) {
+    absl::MutexLock lock(&cache_mu_);
+    cache_.insert_or_assign(info.id, std::make_pair(info, absl::Now()));
+  }
+  void forget(std::string_view id) {
+    absl::MutexLock lock(&cache_mu_);
+    cache_.erase(std::string(id));
+  }
+
+  // Removes a mailbox's messages, then its marks, then its record.
+  absl::Status drop(std::string_view id) {
+    forget(id);
+    absl::StatusOr<nlohmann::json> purged = link_->api(
+        stream_api("STREAM.PURGE."), nlohmann::json{{"filter", absl::StrCat(mailbox_prefix(id), "*")}});
+    if (!purged.ok()) return purged.status();
+    if (absl::Status s = marks_->erase(nats::hex(id)); !s.ok()) return s;
+    if (absl::Status s = boxes_->erase(nats::hex(id)); !s.ok()) return s;
+    return keep_high_water();
+  }
+
+  // JetStream 2.9 forgets a stream's last sequence number when a purge emptied the stream's tail
+  // and the server is killed before it wrote its index: it would then hand out sequence numbers
+  // again. A marker message at the tail keeps the number (older markers are purged, so there is
+  // one). Run after a purge that may have removed the stream's last message.
+  absl::Status keep_high_water() {
+    const std::string subject = absl::StrCat(subjects_, "_hw");
+    if (absl::StatusOr<uint64_t> seq = publish(subject, ""); !seq.ok()) return seq.status();
+    return link_
+        ->api(stream_api("STREAM.PURGE."), nlohmann::json{{"filter", subject}, {"keep", 1}})
+        .status();
+  }
+
+  // Read-modify-write of a mailbox's marks record, by compare-and-set; an edit leaving no mark
+  // removes the record.
+  template <typename Edit>
+  absl::Status edit_marks(std::string_view id, Edit edit) {
+    const std::string key = nats::hex(id);
+    for (int round = 0; round < kCasTries; ++round) {
+      absl::StatusOr<std::optional<Bucket::Entry>> entry = marks_->get(key);
+      if (!entry.ok()) return entry.status();
+      Marks marks;
+      if (entry->has_value()) {
+        absl::StatusOr<Marks> decoded = nats::decode_marks((*entry)->value);
+        if (!decoded.ok()) return decoded.status();
+        marks = *std::move(decoded);
+      }
+      if (absl::Status s = edit(marks); !s.ok()) return s;
+      std::erase_if(marks, [](const auto& g) { return g.second.empty(); });
+      absl::StatusOr<bool> written = true;
+      if (marks.empty()) {
+        if (entry->has_value()) {
+          if (absl::Status s = marks_->erase(key); !s.ok()) return s;
+        }
+      } else if (entry->has_value()) {
+        written = marks_->update(key, nats::encode_marks(marks), (*entry)->revision);
+      } else {
+        written = marks_->create(key, nats::encode_marks(marks));
+      }
+      if (!written.ok()) return written.status();
+      if (*written) return absl::OkStatus();
+    }
+    return IoFailedError(absl::StrCat("the NATS store: the marks of mailbox ", sv(id), " changed ",
+                                      kCasTries, " times while we settled; retry"));
+  }
+
+  // Bounded appends to one mailbox count and publish under one of these (by the id's hash).
+  absl::Mutex& stripe(std::string_view id) {
+    return stripes_[absl::HashOf(id) % stripes_.size()];
+  }
+
+  const NatsStoreOptions options_;
+  const std::shared_ptr<Clock> clock_;
+  const StoreLimits limits_;
+  const std::string stream_;
+  const std::string subjects_;  // "<prefix>.mail."
+  std::unique_ptr<NatsLink> link_;
+  std::unique_ptr<Bucket> boxes_;
+  std::unique_ptr<Bucket> marks_;
+  std::unique_ptr<nats::AckInbox> inbox_;
+  std::atomic<uint64_t> last_seq_{0};
+  absl::Mutex create_mu_;
+  std::array<absl::Mutex, 64> stripes_;
+  absl::Mutex cache_mu_;
+  absl::flat_hash_map<std::string, std::pair<MailboxInfo, absl::Time>> cache_
+      ABSL_GUARDED_BY(cache_mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MailStore>> NatsMailStore::open(NatsStoreOptions options) {
+  return NatsStore::open(std::move(options));
+}
+
+}  // namespace postal::mail
