@@ -242,7 +242,8 @@ TEST(MemRetained, WithoutAStoreCreateMailboxIsUnsupported) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MemRetainedTest,
-                         ::testing::Values(MemStore(), SqliteStore(Durability::kOs)), StoreName);
+                         ::testing::Values(MemStore(), SqliteStore(Durability::kOs), NatsStore()),
+                         StoreName);
 
 }  // namespace
 }  // namespace postal::mail::testing

@@ -27,8 +27,10 @@
 #include "postal/mail/clock.h"
 #include "postal/mail/mem_mail_store.h"
 #include "postal/mail/mq9_bridge.h"
+#include "postal/mail/nats_mail_store.h"
 #include "postal/mail/retained_mailboxes.h"
 #include "postal/mail/sqlite_mail_store.h"
+#include "support/nats_server.h"
 
 namespace postal::mail {
 namespace {
@@ -145,6 +147,19 @@ class Mq9BridgeTest : public ::testing::TestWithParam<std::string> {
       auto s = SqliteMailStore::open(dir_ / "store.db", {.clock = clock});
       ASSERT_TRUE(s.ok()) << s.status();
       store = std::move(*s);
+    } else if (GetParam() == "nats") {
+      ASSERT_FALSE(test_support::NatsServer::binary().empty()) << test_support::NatsServer::kMissing;
+      if (nats_ == nullptr) {
+        dir_ = std::filesystem::temp_directory_path() /
+               absl::StrCat("mq9_bridge_test_", ::getpid(), "_", counter_++);
+        nats_ = std::make_unique<test_support::NatsServer>(dir_ / "nats");
+        ASSERT_TRUE(nats_->ready()) << nats_->log();
+      }
+      // A store of its own on the test's server for each start.
+      auto s = NatsMailStore::open(
+          {.url = nats_->url(), .prefix = absl::StrCat("MQ9T", counter_++), .clock = clock});
+      ASSERT_TRUE(s.ok()) << s.status();
+      store = std::move(*s);
     } else {
       store = MemMailStore::create({.clock = clock});
     }
@@ -159,6 +174,7 @@ class Mq9BridgeTest : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     bridge_.reset();
     mailboxes_.reset();
+    nats_.reset();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
   std::string url() const { return bridge_->url(); }
@@ -166,10 +182,11 @@ class Mq9BridgeTest : public ::testing::TestWithParam<std::string> {
   std::shared_ptr<RetainedMailboxes> mailboxes_;
   std::unique_ptr<Mq9Bridge> bridge_;
   std::filesystem::path dir_;
+  std::unique_ptr<test_support::NatsServer> nats_;  // the "nats" store's server
   static inline int counter_ = 0;
 };
 
-INSTANTIATE_TEST_SUITE_P(Stores, Mq9BridgeTest, ::testing::Values("mem", "sqlite"),
+INSTANTIATE_TEST_SUITE_P(Stores, Mq9BridgeTest, ::testing::Values("mem", "sqlite", "nats"),
                          [](const auto& info) { return info.param; });
 
 TEST_P(Mq9BridgeTest, M_KIND_2_APlainSubscribeReplaysInPriorityOrderThenContinuesLive) {

@@ -517,7 +517,8 @@ TEST_P(RetainedTest, M_BOX_6_PublishPastABoundStoresAndPushesNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, RetainedTest,
-                         ::testing::Values(MemStore(), SqliteStore(Durability::kOs)), StoreName);
+                         ::testing::Values(MemStore(), SqliteStore(Durability::kOs), NatsStore()),
+                         StoreName);
 
 }  // namespace
 }  // namespace postal::mail::testing
