@@ -69,10 +69,13 @@ int inbox_command(const InboxCommand& command);
 // (mq9_command.cc).
 struct Mq9Command {
   std::string listen = "127.0.0.1:4222";
-  std::string store;              // a SQLite store file; empty: memory
-  std::string durability = "os";  // os | disk
+  std::string store;              // a SQLite store file, or nats://HOST:PORT[,…]; empty: memory
+  std::string durability = "os";  // os | disk (SQLite)
   std::string token_env;          // the environment variable holding the auth token
   size_t max_connections = 1024;
+  std::string nats_prefix = "POSTAL";  // the NATS store's stream and bucket names
+  int nats_replicas = 1;               // 1, or 3 in a cluster
+  std::string nats_token_env;          // the variable holding the NATS server's token
 };
 int mq9_command(const Mq9Command& command);
 

@@ -172,7 +172,16 @@ int main(int argc, char** argv) {
              "(docs/mq9.md) until Ctrl-C");
   mq9_app->add_option("--listen", mq9.listen, "HOST:PORT to listen on (default 127.0.0.1:4222; "
                                               "port 0: any free port)");
-  mq9_app->add_option("--store", mq9.store, "the SQLite store file (default: memory)");
+  mq9_app->add_option("--store", mq9.store,
+                      "the SQLite store file, or nats://HOST:PORT[,nats://…] for JetStream on a "
+                      "NATS cluster (default: memory)");
+  mq9_app->add_option("--nats-prefix", mq9.nats_prefix,
+                      "with a nats:// store: names its stream and buckets (default POSTAL)");
+  mq9_app->add_option("--nats-replicas", mq9.nats_replicas,
+                      "with a nats:// store: 1 (default), or 3 in a 3-node cluster")
+      ->check(CLI::IsMember({1, 3}));
+  mq9_app->add_option("--nats-token-env", mq9.nats_token_env,
+                      "with a nats:// store: the environment variable holding the server's token");
   mq9_app->add_option("--durability", mq9.durability, "os (default) | disk")
       ->check(CLI::IsMember({"os", "disk"}));
   mq9_app->add_option("--token-env", mq9.token_env,

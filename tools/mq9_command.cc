@@ -1,8 +1,8 @@
 // mq9_command.cc — `postal mq9`: serve retained mailboxes to NATS clients through the mq9 v1
 // subject protocol (postal/mail/mq9_bridge.h, docs/mq9.md) until SIGINT or SIGTERM.
 //
-// The store is a SQLite file (`--store`; critical and urgent messages survive a restart, as
-// mq9 asks) or memory. The token, when wanted, comes from an environment variable named by
+// The store is a SQLite file (`--store FILE`; critical and urgent messages survive a restart, as
+// mq9 asks), JetStream on a NATS cluster (`--store nats://…`, nats_mail_store.h) or memory. The token, when wanted, comes from an environment variable named by
 // `--token-env`, never from argv (other users can read a process's argv).
 #include <signal.h>
 
@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "postal/mail/mem_mail_store.h"
 #include "postal/mail/mq9_bridge.h"
+#include "postal/mail/nats_mail_store.h"
 #include "postal/mail/retained_mailboxes.h"
 #include "postal/mail/sqlite_mail_store.h"
 #include "postal/runtime/logger.h"
@@ -28,6 +29,27 @@ constexpr int kUsageError = 2;
 int fail(std::string_view what) {
   runtime::Logger::tools().error(absl::StrCat("postal mq9: ", sv(what)));
   return 1;
+}
+
+absl::StatusOr<std::shared_ptr<mail::MailStore>> open_store(const Mq9Command& command) {
+  if (command.store.empty()) return std::shared_ptr<mail::MailStore>(mail::MemMailStore::create());
+  if (command.store.starts_with("nats://")) {
+    mail::NatsStoreOptions no{.url = command.store,
+                              .prefix = command.nats_prefix,
+                              .replicas = command.nats_replicas};
+    if (!command.nats_token_env.empty()) {
+      const char* token = std::getenv(command.nats_token_env.c_str());
+      if (!token || !*token) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--nats-token-env ", command.nats_token_env, ": the variable is not set or empty"));
+      }
+      no.token = token;
+    }
+    return mail::NatsMailStore::open(std::move(no));
+  }
+  mail::SqliteStoreOptions so;
+  so.durability = command.durability == "disk" ? mail::Durability::kDisk : mail::Durability::kOs;
+  return mail::SqliteMailStore::open(command.store, so);
 }
 
 }  // namespace
@@ -56,17 +78,9 @@ int mq9_command(const Mq9Command& command) {
   }
   options.max_connections = command.max_connections;
 
-  std::shared_ptr<mail::MailStore> store;
-  if (command.store.empty()) {
-    store = mail::MemMailStore::create();
-  } else {
-    mail::SqliteStoreOptions so;
-    so.durability = command.durability == "disk" ? mail::Durability::kDisk : mail::Durability::kOs;
-    auto s = mail::SqliteMailStore::open(command.store, so);
-    if (!s.ok()) return fail(s.status().ToString());
-    store = std::move(*s);
-  }
-  auto mailboxes = mail::RetainedMailboxes::create({.store = store});
+  absl::StatusOr<std::shared_ptr<mail::MailStore>> store = open_store(command);
+  if (!store.ok()) return fail(store.status().ToString());
+  auto mailboxes = mail::RetainedMailboxes::create({.store = *std::move(store)});
   if (!mailboxes.ok()) return fail(mailboxes.status().ToString());
   options.mailboxes = std::move(*mailboxes);
 

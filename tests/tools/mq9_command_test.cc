@@ -1,7 +1,8 @@
 // `postal mq9` as a real process, used by real NATS clients: the example `mq9_client` (libnats
 // only, no postal headers) and, for the restart, libnats from this test. Rules: M-KIND-2,
 // M-PRIO-1, M-BOX-4 (through the example), M-PRIO-2 (critical and urgent survive a kill -9 of
-// the bridge on a SQLite store; normal does not).
+// the bridge on a SQLite store; normal does not; on a NATS store every message survives a kill -9
+// of the bridge and of nats-server).
 #include <nats/nats.h>
 #include <signal.h>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "support/child_process.h"
+#include "support/nats_server.h"
 
 namespace postal {
 namespace {
@@ -101,6 +103,60 @@ TEST_F(Mq9CommandTest, M_PRIO_2_CriticalAndUrgentSurviveAKillOfTheBridgeNormalDo
     natsMsg_Destroy(m);
   }
   EXPECT_EQ(got, (std::vector<std::string>{"critical", "urgent"}));
+  natsSubscription_Destroy(sub);
+  natsConnection_Destroy(nc);
+  bridge->kill();
+}
+
+TEST_F(Mq9CommandTest, TheExampleClientRunsOnAJetStreamStore) {
+  ASSERT_FALSE(test_support::NatsServer::binary().empty()) << test_support::NatsServer::kMissing;
+  test_support::NatsServer nats(dir_ / "nats");
+  ASSERT_TRUE(nats.ready()) << nats.log();
+  std::unique_ptr<ChildProcess> bridge;
+  const std::string url = start_bridge(bridge, "bridge.log", {"--store", nats.url()});
+  ASSERT_FALSE(url.empty()) << "postal mq9 did not come up on the NATS store";
+  ChildProcess client(MQ9_CLIENT, {url}, dir_ / "client.log");
+  const int rc = client.wait_exit(std::chrono::seconds(60));
+  std::string out;
+  for (const std::string& l : log_lines(dir_ / "client.log")) out += l + "\n";
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("mq9_client: ok"), std::string::npos) << out;
+}
+
+// The NATS store keeps every priority in its file stream (nats_mail_store.h): all three come back
+// after both the bridge and the server were killed.
+TEST_F(Mq9CommandTest, M_PRIO_2_OnAJetStreamStoreEveryMessageSurvivesAKillOfBridgeAndServer) {
+  ASSERT_FALSE(test_support::NatsServer::binary().empty()) << test_support::NatsServer::kMissing;
+  test_support::NatsServer nats(dir_ / "nats");
+  ASSERT_TRUE(nats.ready()) << nats.log();
+  const std::vector<std::string> store = {"--store", nats.url(), "--nats-prefix", "MQ9"};
+  std::unique_ptr<ChildProcess> bridge;
+  std::string url = start_bridge(bridge, "first.log", store);
+  ASSERT_FALSE(url.empty());
+  natsConnection* nc = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, url.c_str()), NATS_OK);
+  ASSERT_NE(request(nc, "$mq9.AI.MAILBOX.CREATE", R"({"public":true,"name":"alerts","ttl":600})"),
+            "");
+  const std::string base = "$mq9.AI.MAILBOX.MSG.alerts";
+  ASSERT_NE(request(nc, base, "normal").find("msg_id"), std::string::npos);
+  ASSERT_NE(request(nc, base + ".urgent", "urgent").find("msg_id"), std::string::npos);
+  ASSERT_NE(request(nc, base + ".critical", "critical").find("msg_id"), std::string::npos);
+  natsConnection_Destroy(nc);
+  bridge->kill();
+  ASSERT_TRUE(nats.restart()) << nats.log();
+
+  url = start_bridge(bridge, "second.log", store);
+  ASSERT_FALSE(url.empty());
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, url.c_str()), NATS_OK);
+  natsSubscription* sub = nullptr;
+  ASSERT_EQ(natsConnection_SubscribeSync(&sub, nc, (base + ".*").c_str()), NATS_OK);
+  std::vector<std::string> got;
+  for (natsMsg* m = nullptr;
+       got.size() < 3 && natsSubscription_NextMsg(&m, sub, 10000) == NATS_OK;) {
+    got.emplace_back(natsMsg_GetData(m), natsMsg_GetDataLength(m));
+    natsMsg_Destroy(m);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"critical", "urgent", "normal"}));
   natsSubscription_Destroy(sub);
   natsConnection_Destroy(nc);
   bridge->kill();
