@@ -16,6 +16,7 @@
 #include "nats_link.h"
 #include "nats_records.h"
 #include "postal/mail/mail_errors.h"
+#include "postal/runtime/logger.h"
 #include "postal/wire/absl_compat.h"
 #include "../store/settle_marks.h"
 #include "../store/store_admission.h"
@@ -460,8 +461,12 @@ class NatsStore final : public MailStore {
     std::vector<MailboxInfo> out;
     for (const auto& [key, value] : *all) {
       absl::StatusOr<MailboxInfo> info = nats::decode_mailbox(key, value);
-      if (!info.ok()) return info.status();
-      out.push_back(*std::move(info));
+      if (info.ok()) {
+        out.push_back(*std::move(info));
+      } else {  // one foreign record must not take every listing down with it
+        runtime::Logger::mail().warn(absl::StrCat("NATS store ", options_.prefix, ": skipping key ",
+                                                  key, ": ", info.status().message()));
+      }
     }
     return out;
   }
