@@ -37,7 +37,7 @@ class NatsServer {
 
   // Starts a server storing JetStream under `dir` (created); `extra` are more arguments.
   explicit NatsServer(std::filesystem::path dir, std::vector<std::string> extra = {})
-      : dir_(std::move(dir)), extra_(std::move(extra)), port_(free_port()) {
+      : dir_(std::move(dir)), extra_(std::move(extra)) {
     std::filesystem::create_directories(dir_);
     start();
   }
@@ -65,17 +65,6 @@ class NatsServer {
   }
 
  private:
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-  }
   static bool says_info(int port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -90,17 +79,32 @@ class NatsServer {
     ::close(fd);
     return ok;
   }
+  // The first start lets the server pick a free port (-p -1) and reads it from the log, so tests
+  // running side by side never race for one; a restart asks for the same port again.
   void start() {
-    std::vector<std::string> args{"-a", "127.0.0.1", "-p", std::to_string(port_), "-js",
-                                  "-sd", dir_.string()};
+    std::vector<std::string> args{"-a", "127.0.0.1", "-p", port_ == 0 ? "-1" : std::to_string(port_),
+                                  "-js", "-sd", dir_.string()};
     args.insert(args.end(), extra_.begin(), extra_.end());
+    std::filesystem::remove(log());
     process_ = std::make_unique<ChildProcess>(binary(), args, log());
-    ready_ = wait_for([&] { return says_info(port_); }, absl::Seconds(20));
+    ready_ = wait_for([&] { return (port_ != 0 || read_port()) && says_info(port_); },
+                      absl::Seconds(20));
+  }
+  bool read_port() {
+    constexpr std::string_view kListening = "Listening for client connections on ";
+    for (const std::string& line : log_lines(log())) {
+      const size_t at = line.find(kListening);
+      if (at == std::string::npos) continue;
+      const size_t colon = line.rfind(':');
+      port_ = std::atoi(line.c_str() + colon + 1);
+      return port_ != 0;
+    }
+    return false;
   }
 
   std::filesystem::path dir_;
   std::vector<std::string> extra_;
-  int port_;
+  int port_ = 0;
   std::unique_ptr<ChildProcess> process_;
   bool ready_ = false;
 };
