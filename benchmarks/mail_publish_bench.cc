@@ -15,6 +15,10 @@
 //                                         in this process (no socket)
 //   BM_PostalPublishAsync{Ipc,InProcess}/disk/bytes  PostOffice::post_async with at most 256 in
 //                                         flight, 1 024 a round (js_PublishAsync's shape)
+//   BM_PostalPublishOnNats/bytes/threads  the `mem` provider in this process, its retained
+//                                         mailbox on the NATS store (nats_mail_store.h) on the
+//                                         same nats-server: postal's cost over JetStream itself
+//   BM_PostalPublishAsyncOnNats/bytes     the same with post_async (js_PublishAsync's shape)
 // disk:0 is the `os` tier (WAL, synchronous=NORMAL — the same promise as JetStream's default
 // file store, which hands writes to the OS and fsyncs every 2 minutes); disk:1 is `disk` (fsync
 // before every ack). JetStream in nats-server 2.9 cannot fsync per ack, so `disk` is compared with
@@ -38,6 +42,7 @@
 #include "nats_server.h"
 #include "postal/mail/mailbox_host.h"
 #include "postal/mail/mem_provider.h"
+#include "postal/mail/nats_mail_store.h"
 #include "postal/mail/post_office.h"
 #include "postal/mail/post_provider.h"
 #include "postal/mail/retained_mailboxes.h"
@@ -60,6 +65,7 @@ struct World {
   std::unique_ptr<bench::NatsServer> nats;
   std::unique_ptr<routing::Host> host;   // procs "os" and "disk", each a MailboxHost on a store
   std::unique_ptr<PostOffice> local[2];  // in process: index = disk
+  std::unique_ptr<PostOffice> on_nats;   // in process, the store on nats-server
   std::string error;
 };
 World* g_world = nullptr;
@@ -305,6 +311,36 @@ BENCHMARK(BM_PostalPublishInProcess)
     ->Threads(8)
     ->UseRealTime();
 
+constexpr char kNatsBox[] = "mem:bench@mail.bench/nats";
+
+void BM_PostalPublishOnNats(benchmark::State& state) {
+  if (!g_world->error.empty()) return state.SkipWithError(g_world->error.c_str());
+  const std::string body = body_of(state.range(0));
+  for (auto _ : state) {
+    absl::StatusOr<PostReceipt> r = g_world->on_nats->post(kNatsBox, urgent(body));
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PostalPublishOnNats)
+    ->ArgsProduct({{64, 1024}})
+    ->ArgNames({"bytes"})
+    ->Threads(1)
+    ->Threads(8)
+    ->UseRealTime();
+
+void BM_PostalPublishAsyncOnNats(benchmark::State& state) {
+  if (!g_world->error.empty()) return state.SkipWithError(g_world->error.c_str());
+  publish_window_loop(state, *g_world->on_nats, kNatsBox);
+}
+BENCHMARK(BM_PostalPublishAsyncOnNats)
+    ->ArgsProduct({{0}, {64, 1024}})
+    ->ArgNames({"_", "bytes"})
+    ->UseRealTime();
+
 // ---- the world: nats-server -js, two `postal proc`s with stores, two in-process offices --------
 
 absl::Status start_host(World& w) {
@@ -352,6 +388,22 @@ absl::Status start_local(World& w, bool disk) {
   return absl::OkStatus();
 }
 
+absl::Status start_on_nats(World& w) {
+  auto store = NatsMailStore::open({.url = w.nats->url(), .prefix = "POSTAL_BENCH"});
+  if (!store.ok()) return store.status();
+  auto retained = RetainedMailboxes::create({.store = *std::move(store)});
+  if (!retained.ok()) return retained.status();
+  auto office = std::make_unique<PostOffice>();
+  auto provider =
+      MemProvider::create({.bus = MemBus::isolated(), .retained = *std::move(retained)});
+  if (!provider.ok()) return provider.status();
+  if (absl::Status s = office->register_provider(*std::move(provider)); !s.ok()) return s;
+  if (absl::Status s = office->start(); !s.ok()) return s;
+  if (auto c = office->create_mailbox(kNatsBox); !c.ok()) return c.status();
+  w.on_nats = std::move(office);
+  return absl::OkStatus();
+}
+
 absl::Status start_world(World& w) {
   w.dir = absl::StrCat("/tmp/postal-mail-publish-bench-", ::getpid());
   fs::remove_all(w.dir);
@@ -365,7 +417,7 @@ absl::Status start_world(World& w) {
   for (bool disk : {false, true}) {
     if (absl::Status s = start_local(w, disk); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  return start_on_nats(w);
 }
 
 }  // namespace
@@ -384,8 +436,10 @@ int main(int argc, char** argv) {
   for (auto& office : world.local) {
     if (office) office->stop();
   }
+  if (world.on_nats) world.on_nats->stop();
   world.local[0].reset();
   world.local[1].reset();
+  world.on_nats.reset();
   world.host.reset();
   world.nats.reset();
   std::filesystem::remove_all(world.dir);

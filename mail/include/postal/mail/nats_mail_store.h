@@ -30,9 +30,10 @@
 //   * `append_all` checks the whole batch first, then publishes it; a failure part-way deletes
 //     what it published, so the batch is stored whole or not at all, but a reader may see part of
 //     it meanwhile (JetStream 2.9 has no atomic batch).
-//   * A mailbox record read by `append` is cached for `record_cache_ttl`; a mailbox another
-//     process removed can take one more append to it in that window (which its removal had
-//     already dropped: the message is kept under a removed id and read by nobody).
+//   * A mailbox record is cached for `record_cache_ttl` (every post looks its mailbox up, and a
+//     round trip each would double its cost); a mailbox another process removed can still be
+//     found, and take appends, in that window — messages kept under a removed id, read by
+//     nobody. This store's own removals and every TTL are seen at once.
 //   * An `append_async` whose ack does not arrive within `timeout` fails with IoFailed, though the
 //     server may still have stored it.
 //
