@@ -44,12 +44,18 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial(IoThread& io,
                                                                    runtime::ReturnHandle& returns,
                                                                    ChannelOptions options) {
   if (addr.transport() == ChannelAddr::Transport::kInproc) return internal::dial_inproc(addr);
+  if (addr.transport() == ChannelAddr::Transport::kNats) {
+    return internal::dial_nats(io, std::move(addr), returns, options, /*in_background=*/false);
+  }
   return internal::dial_stream(io, std::move(addr), returns, options, /*in_background=*/false);
 }
 
 absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial_async(
     IoThread& io, ChannelAddr addr, runtime::ReturnHandle& returns, ChannelOptions options) {
   if (addr.transport() == ChannelAddr::Transport::kInproc) return internal::dial_inproc(addr);
+  if (addr.transport() == ChannelAddr::Transport::kNats) {
+    return internal::dial_nats(io, std::move(addr), returns, options, /*in_background=*/true);
+  }
   return internal::dial_stream(io, std::move(addr), returns, options, /*in_background=*/true);
 }
 
@@ -58,6 +64,9 @@ absl::StatusOr<std::unique_ptr<ChannelServer>> ChannelServer::serve(
     ChannelOptions options) {
   if (addr.transport() == ChannelAddr::Transport::kInproc) {
     return internal::serve_inproc(std::move(addr), deliver_to, ret);
+  }
+  if (addr.transport() == ChannelAddr::Transport::kNats) {
+    return internal::serve_nats(io, std::move(addr), deliver_to, ret, options);
   }
   return internal::serve_stream(io, std::move(addr), deliver_to, ret, options);
 }

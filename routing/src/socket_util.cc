@@ -101,8 +101,10 @@ absl::StatusOr<std::vector<Endpoint>> endpoints_of(const runtime::ChannelAddr& a
   using runtime::ChannelAddr;
   switch (addr.transport()) {
     case ChannelAddr::Transport::kInproc:
-      return absl::InvalidArgumentError(
-          absl::StrCat(addr.to_string(), " is an inproc address; it has no socket endpoint"));
+    case ChannelAddr::Transport::kNats:
+      return absl::InvalidArgumentError(absl::StrCat(
+          addr.to_string(), " is an ", addr.transport() == ChannelAddr::Transport::kNats ? "nats" : "inproc",
+          " address; it has no socket endpoint"));
     case ChannelAddr::Transport::kIpc: {
       std::string path(addr.path());
       if (addr.is_abstract()) path.insert(path.begin(), '\0');

@@ -1,5 +1,6 @@
 // The channel implementations behind ChannelClient::dial and ChannelServer::serve (routing
-// internal): stream (ipc, tcp) in stream_client.cc / stream_server.cc, inproc in inproc.cc.
+// internal): stream (ipc, tcp) in stream_client.cc / stream_server.cc, inproc in inproc.cc, nats
+// in nats_channel.cc.
 #pragma once
 
 #include <functional>
@@ -21,6 +22,15 @@ absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io, runtim
                                                             runtime::MailboxSender& deliver_to,
                                                             runtime::ReturnHandle& ret,
                                                             ChannelOptions options);
+// nats:// (nats_channel.cc): the stream channel through a tunnel over NATS (nats_tunnel.h).
+absl::StatusOr<std::unique_ptr<ChannelClient>> dial_nats(IoThread& io, runtime::ChannelAddr addr,
+                                                         runtime::ReturnHandle& returns,
+                                                         ChannelOptions options,
+                                                         bool in_background);
+absl::StatusOr<std::unique_ptr<ChannelServer>> serve_nats(IoThread& io, runtime::ChannelAddr addr,
+                                                          runtime::MailboxSender& deliver_to,
+                                                          runtime::ReturnHandle& ret,
+                                                          ChannelOptions options);
 absl::StatusOr<std::unique_ptr<ChannelClient>> dial_inproc(runtime::ChannelAddr addr);
 absl::StatusOr<std::unique_ptr<ChannelServer>> serve_inproc(runtime::ChannelAddr addr,
                                                             runtime::MailboxSender& deliver_to,

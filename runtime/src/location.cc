@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "postal/runtime/location.h"
 
 #include <arpa/inet.h>
@@ -19,8 +20,8 @@ namespace {
 using address_internal::quote;
 
 constexpr std::string_view kChannelForms =
-    "write inproc://N, ipc:///absolute/path, ipc://@abstract-name or tcp://host:port "
-    "(IPv6 in brackets, e.g. tcp://[::1]:4000)";
+    "write inproc://N, ipc:///absolute/path, ipc://@abstract-name, tcp://host:port "
+    "(IPv6 in brackets, e.g. tcp://[::1]:4000) or nats://host:port/subject";
 
 absl::Status channel_error(std::string_view text, std::string_view problem) {
   return absl::InvalidArgumentError(
@@ -166,6 +167,18 @@ absl::StatusOr<ChannelAddr> parse_tcp(std::string_view rest) {
   return ChannelAddr::tcp(rest.substr(0, colon), static_cast<std::uint16_t>(*port));
 }
 
+// `rest` is what follows "nats://": host:port/subject.
+absl::StatusOr<ChannelAddr> parse_nats(std::string_view rest) {
+  const std::size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "missing '/subject'; write nats://host:port/subject, e.g. nats://127.0.0.1:4222/shop.orders");
+  }
+  absl::StatusOr<ChannelAddr> server = parse_tcp(rest.substr(0, slash));
+  if (!server.ok()) return server.status();
+  return ChannelAddr::nats(server->host(), server->port(), rest.substr(slash + 1));
+}
+
 absl::StatusOr<ChannelAddr> parse_ipc(std::string_view rest) {
   if (!rest.empty() && rest.front() == '@') return ChannelAddr::ipc_abstract(rest.substr(1));
   if (!rest.empty() && rest.front() == '/') return ChannelAddr::ipc(rest);
@@ -215,6 +228,34 @@ absl::StatusOr<ChannelAddr> ChannelAddr::tcp(std::string_view host, std::uint16_
   return addr;
 }
 
+absl::StatusOr<ChannelAddr> ChannelAddr::nats(std::string_view host, std::uint16_t port,
+                                               std::string_view subject) {
+  absl::StatusOr<ChannelAddr> server = tcp(host, port);
+  if (!server.ok()) return server.status();
+  bool ok = !subject.empty() && subject.size() <= kMaxNatsSubject;
+  int tokens = 0;
+  for (std::size_t start = 0; ok && start <= subject.size();) {
+    std::size_t dot = subject.find('.', start);
+    if (dot == std::string_view::npos) dot = subject.size();
+    const std::string_view token = subject.substr(start, dot - start);
+    ok = !token.empty() && ++tokens <= 16 &&
+         std::all_of(token.begin(), token.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-';
+         });
+    start = dot + 1;
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the NATS subject ", quote(subject), " is not 1-16 dot-separated tokens of A-Z, a-z, "
+        "0-9, '_' and '-' (at most ", kMaxNatsSubject, " bytes, no wildcards), e.g. shop.orders"));
+  }
+  ChannelAddr addr = *std::move(server);
+  addr.transport_ = Transport::kNats;
+  addr.subject_ = std::string(subject);
+  return addr;
+}
+
 std::string ChannelAddr::to_string() const {
   switch (transport_) {
     case Transport::kInproc:
@@ -226,6 +267,11 @@ std::string ChannelAddr::to_string() const {
         return absl::StrCat("tcp://[", text_, "]:", number_);
       }
       return absl::StrCat("tcp://", text_, ":", number_);
+    case Transport::kNats:
+      if (text_.find(':') != std::string::npos) {
+        return absl::StrCat("nats://[", text_, "]:", number_, "/", subject_);
+      }
+      return absl::StrCat("nats://", text_, ":", number_, "/", subject_);
   }
   return "?";  // Unreachable: transport_ is always one of the three.
 }
@@ -246,6 +292,8 @@ absl::StatusOr<ChannelAddr> ChannelAddr::parse(std::string_view text) {
     parsed = parse_ipc(rest);
   } else if (scheme == "tcp") {
     parsed = parse_tcp(rest);
+  } else if (scheme == "nats") {
+    parsed = parse_nats(rest);
   } else {
     return channel_error(text, absl::StrCat("unknown channel scheme ", quote(scheme), "; ",
                                             std::string(kChannelForms)));
@@ -327,6 +375,8 @@ std::ostream& operator<<(std::ostream& os, ChannelAddr::Transport transport) {
       return os << "ipc";
     case ChannelAddr::Transport::kTcp:
       return os << "tcp";
+    case ChannelAddr::Transport::kNats:
+      return os << "nats";
   }
   return os << "Transport(" << static_cast<int>(transport) << ")";
 }

@@ -54,7 +54,7 @@ namespace postal::runtime {
 
 class ChannelAddr {
  public:
-  enum class Transport : std::uint8_t { kInproc = 0, kIpc = 1, kTcp = 2 };
+  enum class Transport : std::uint8_t { kInproc = 0, kIpc = 1, kTcp = 2, kNats = 3 };
 
   // Longest ipc path or abstract name, in bytes.
   static constexpr std::size_t kMaxIpcPath = 107;
@@ -69,17 +69,23 @@ class ChannelAddr {
   static absl::StatusOr<ChannelAddr> ipc_abstract(std::string_view name);
   // `tcp://host:port`; an IPv6 `host` may be given with or without brackets.
   static absl::StatusOr<ChannelAddr> tcp(std::string_view host, std::uint16_t port);
+  // `nats://host:port/subject`: a proc reached through the NATS server (or cluster) at
+  // host:port, under `subject` — 1 to 16 dot-separated tokens of [A-Za-z0-9_-], at most 128
+  // bytes, no wildcards (routing/src/nats_tunnel.h).
+  static absl::StatusOr<ChannelAddr> nats(std::string_view host, std::uint16_t port,
+                                          std::string_view subject);
+  static constexpr std::size_t kMaxNatsSubject = 128;
 
   Transport transport() const { return transport_; }
   // inproc: the channel number; 0 for the other transports.
   std::uint64_t number() const { return transport_ == Transport::kInproc ? number_ : 0; }
-  // tcp: the host without brackets (e.g. "::1", "127.0.0.1", "example.org"); "" otherwise.
-  std::string_view host() const {
-    return transport_ == Transport::kTcp ? std::string_view(text_) : std::string_view();
-  }
-  // tcp: the port; 0 otherwise.
-  std::uint16_t port() const {
-    return transport_ == Transport::kTcp ? static_cast<std::uint16_t>(number_) : 0;
+  // tcp, nats: the host without brackets (e.g. "::1", "127.0.0.1", "example.org"); "" otherwise.
+  std::string_view host() const { return has_host() ? std::string_view(text_) : std::string_view(); }
+  // tcp, nats: the port; 0 otherwise.
+  std::uint16_t port() const { return has_host() ? static_cast<std::uint16_t>(number_) : 0; }
+  // nats: the proc's subject; "" otherwise.
+  std::string_view subject() const {
+    return transport_ == Transport::kNats ? std::string_view(subject_) : std::string_view();
   }
   // ipc: the absolute path, or the abstract name without its '@'; "" otherwise.
   std::string_view path() const {
@@ -94,7 +100,8 @@ class ChannelAddr {
   friend bool operator==(const ChannelAddr&, const ChannelAddr&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const ChannelAddr& addr) {
-    return H::combine(std::move(h), addr.transport_, addr.abstract_, addr.number_, addr.text_);
+    return H::combine(std::move(h), addr.transport_, addr.abstract_, addr.number_, addr.text_,
+                      addr.subject_);
   }
 
   // cereal: stored as the URL text; `load_minimal` throws `cereal::Exception` on invalid text.
@@ -113,7 +120,10 @@ class ChannelAddr {
   Transport transport_ = Transport::kInproc;
   bool abstract_ = false;     // ipc only.
   std::uint64_t number_ = 0;  // inproc number or tcp port.
-  std::string text_;          // tcp host (normalized, no brackets) or ipc path / abstract name.
+  std::string text_;          // tcp/nats host (normalized, no brackets) or ipc path / name.
+  std::string subject_;       // nats only.
+
+  bool has_host() const { return transport_ == Transport::kTcp || transport_ == Transport::kNats; }
 };
 
 class Location {

@@ -1,0 +1,99 @@
+#include "nats_conn.h"
+
+#include "absl/strings/str_cat.h"
+#include "socket_util.h"
+
+namespace postal::routing::internal {
+
+absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
+  std::unique_ptr<NatsConn> c(new NatsConn(std::move(options)));
+  natsOptions* o = nullptr;
+  natsStatus s = natsOptions_Create(&o);
+  if (s == NATS_OK) s = natsOptions_SetURL(o, c->options_.url.c_str());
+  if (s == NATS_OK) s = natsOptions_SetName(o, c->options_.name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetTimeout(o, absl::ToInt64Milliseconds(c->options_.timeout));
+  // Keep trying a lost server for ever (another node of a cluster, or the same one back); the
+  // channels above reconnect their sessions once it is back.
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(o, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(o, 100);
+  if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(o, &NatsConn::on_event, c.get());
+  if (s == NATS_OK) s = natsOptions_SetReconnectedCB(o, &NatsConn::on_event, c.get());
+  if (s == NATS_OK) s = natsConnection_Connect(&c->nc_, o);
+  natsOptions_Destroy(o);
+  if (s != NATS_OK) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot connect to the NATS server at ", c->options_.url, ": ", natsStatus_GetText(s),
+        "; check that nats-server runs there and is reachable"));
+  }
+  return c;
+}
+
+NatsConn::~NatsConn() {
+  unsubscribe_all();
+  closing_.store(true);
+  if (nc_ != nullptr) {
+    natsConnection_Close(nc_);
+    natsConnection_Destroy(nc_);
+  }
+}
+
+size_t NatsConn::max_payload() const {
+  const int64_t max = natsConnection_GetMaxPayload(nc_);
+  return max > 64 ? static_cast<size_t>(max) : size_t{1} << 20;
+}
+
+absl::Status NatsConn::subscribe(const std::string& subject,
+                                 std::function<void(natsMsg*)> handler) {
+  auto sub = std::make_unique<Sub>();
+  sub->owner = this;
+  sub->handler = std::move(handler);
+  natsStatus s = natsConnection_Subscribe(&sub->sub, nc_, subject.c_str(), &NatsConn::on_message,
+                                          sub.get());
+  // The tunnel's own window bounds what waits; the library's pending limits would drop messages.
+  if (s == NATS_OK) s = natsSubscription_SetPendingLimits(sub->sub, -1, -1);
+  if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(sub->sub, &NatsConn::on_complete, sub.get());
+  // Once this returns the server has the subscription: a request right after reaches it.
+  if (s == NATS_OK) {
+    s = natsConnection_FlushTimeout(nc_, absl::ToInt64Milliseconds(options_.timeout));
+  }
+  if (s != NATS_OK) {
+    if (sub->sub != nullptr) natsSubscription_Destroy(sub->sub);
+    return absl::UnavailableError(absl::StrCat("cannot subscribe to ", subject, " at ",
+                                               options_.url, ": ", natsStatus_GetText(s)));
+  }
+  absl::MutexLock lock(&mu_);
+  subs_.push_back(std::move(sub));
+  return absl::OkStatus();
+}
+
+void NatsConn::unsubscribe_all() {
+  std::vector<std::unique_ptr<Sub>> subs;
+  {
+    absl::MutexLock lock(&mu_);
+    subs.swap(subs_);
+  }
+  for (auto& sub : subs) {
+    if (natsSubscription_Unsubscribe(sub->sub) == NATS_OK) {
+      sub->complete.WaitForNotificationWithTimeout(absl::Seconds(10));
+    }
+    natsSubscription_Destroy(sub->sub);
+  }
+}
+
+void NatsConn::respond(const char* reply, const std::string& body) {
+  natsConnection_Publish(nc_, reply, body.data(), static_cast<int>(body.size()));
+}
+
+void NatsConn::on_message(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+  static_cast<Sub*>(closure)->handler(msg);
+  natsMsg_Destroy(msg);
+}
+
+void NatsConn::on_complete(void* closure) { static_cast<Sub*>(closure)->complete.Notify(); }
+
+void NatsConn::on_event(natsConnection*, void* closure) {
+  auto* self = static_cast<NatsConn*>(closure);
+  if (!self->closing_.load() && self->options_.on_lost) self->options_.on_lost();
+}
+
+}  // namespace postal::routing::internal
