@@ -16,6 +16,9 @@ absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
   // channels above reconnect their sessions once it is back.
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(o, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(o, 100);
+  // A tunnel publishes what one read of a socket gave (frames batched already): send it now
+  // rather than wait for libnats' flusher, which costs a round trip milliseconds.
+  if (s == NATS_OK) s = natsOptions_SetSendAsap(o, true);
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(o, &NatsConn::on_event, c.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(o, &NatsConn::on_event, c.get());
   if (s == NATS_OK) s = natsConnection_Connect(&c->nc_, o);

@@ -197,10 +197,11 @@ class PeerRunner {
 
 PeerSet run_peers(const std::vector<Scenario>& scenarios, const PeerOptions& o) {
   PeerSet out;
-  std::set<uint64_t> ipc_sizes, tcp_sizes;
+  std::set<uint64_t> ipc_sizes, tcp_sizes, nats_sizes;
   for (const auto& s : scenarios) {
     if (s.transport == Transport::kIpc) ipc_sizes.insert(s.size);
     if (s.transport == Transport::kTcp) tcp_sizes.insert(s.size);
+    if (s.transport == Transport::kNats) nats_sizes.insert(s.size);
   }
   PeerRunner runner(o, out);
   const std::string raw = find_peer(o, "raw_socket_bench");
@@ -210,12 +211,14 @@ PeerSet run_peers(const std::vector<Scenario>& scenarios, const PeerOptions& o) 
   runner.each_size("raw_socket", "ipc", raw, ipc_sizes, {"--transport", "ipc"}, no_raw);
   runner.each_size("raw_socket", "tcp", raw, tcp_sizes, {"--transport", "tcp"},
                    ipc_sizes.empty() ? no_raw : "");  // the note once
-  if (tcp_sizes.empty()) return out;
+  if (tcp_sizes.empty() && nats_sizes.empty()) return out;
 
-  runner.each_size("caf_remote", "tcp", find_peer(o, "caf_remote_bench"), tcp_sizes,
-                   {"--threads", std::to_string(o.workers)},
-                   "caf_remote_bench not found (needs libcaf-dev; build the target "
-                   "caf_remote_bench): no CAF remote-actor peer");
+  if (!tcp_sizes.empty()) {
+    runner.each_size("caf_remote", "tcp", find_peer(o, "caf_remote_bench"), tcp_sizes,
+                     {"--threads", std::to_string(o.workers)},
+                     "caf_remote_bench not found (needs libcaf-dev; build the target "
+                     "caf_remote_bench): no CAF remote-actor peer");
+  }
 
   const std::string nats = find_peer(o, "nats_bench");
   const std::string nats_server = find_nats_server();
@@ -233,6 +236,8 @@ PeerSet run_peers(const std::vector<Scenario>& scenarios, const PeerOptions& o) 
     return out;
   }
   runner.each_size("nats", "tcp", nats, tcp_sizes, {"--url", (*server)->url()}, "");
+  // The same raw NATS, beside postal's nats:// channels (their own nats-server, bench_rig.cc).
+  runner.each_size("nats", "nats", nats, nats_sizes, {"--url", (*server)->url()}, "");
   return out;
 }
 

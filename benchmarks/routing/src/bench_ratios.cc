@@ -78,6 +78,23 @@ void tcp_stream_ratios(const RatioMaker& m, std::vector<Ratio>& out) {
   }
 }
 
+// nats:// channels against raw NATS on the same kind of server (issue 15's targets: at most 25 %
+// throughput overhead, at most 1.3x the p50 round trip).
+void nats_ratios(const RatioMaker& m, std::vector<Ratio>& out) {
+  const PeerRun* nats = m.peer("nats", "nats");
+  if (nats == nullptr) return;
+  if (const ScenarioResult* s = m.scenario("nats", 0, "stream")) {
+    m.ratio(out, "nats:// stream / NATS pub/sub", s->name, "nats stream msgs/s", s->msgs_per_s,
+            json_number(nats->result, {"stream", "msgs_per_s"}), Ratio::Target::kAtLeast, 0.75);
+  }
+  if (const ScenarioResult* s = m.scenario("nats", 0, "ping-pong")) {
+    m.ratio(out, "nats:// ping-pong p50 / NATS request/reply p50", s->name,
+            "nats nats round_trip p50_us", s->p50_us,
+            json_number(nats->result, {"round_trip", "p50_us"}), Ratio::Target::kAtMost, 1.3,
+            "us");
+  }
+}
+
 // Ping-pong p50 against the raw round trip (the target), CAF's and NATS request/reply.
 void round_trip_ratios(const RatioMaker& m, std::vector<Ratio>& out) {
   struct Peer {
@@ -125,13 +142,14 @@ void hop_ratios(const RatioMaker& m, std::vector<Ratio>& out) {
 std::vector<Ratio> compute_ratios(const std::vector<ScenarioResult>& scenarios,
                                   const PeerSet& peers) {
   // One list per kind of ratio, each in size order; the kinds follow one another.
-  std::vector<Ratio> kinds[4];
+  std::vector<Ratio> kinds[5];
   for (uint64_t size : kSizes) {
     const RatioMaker m(scenarios, peers, size);
     floor_ratios(m, kinds[0]);
     tcp_stream_ratios(m, kinds[1]);
     round_trip_ratios(m, kinds[2]);
     hop_ratios(m, kinds[3]);
+    nats_ratios(m, kinds[4]);
   }
   std::vector<Ratio> out;
   for (auto& kind : kinds) out.insert(out.end(), kind.begin(), kind.end());

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "nats_server.h"
 #include "postal/actors/actor_registry.h"
 #include "postal/routing/node.h"
 #include "postal/routing/workload.h"
@@ -140,10 +141,12 @@ class InprocRig final : public Rig {
 // `postal proc` children brought up by a Host, gateways in this process.
 class HostRig final : public Rig {
  public:
-  HostRig(std::unique_ptr<routing::Host> host, std::string dir)
-      : host_(std::move(host)), dir_(std::move(dir)) {}
+  HostRig(std::unique_ptr<routing::Host> host, std::string dir,
+          std::unique_ptr<postal::bench::NatsServer> nats = nullptr)
+      : host_(std::move(host)), dir_(std::move(dir)), nats_(std::move(nats)) {}
   ~HostRig() override {
     host_->teardown();
+    nats_.reset();  // after the procs: their channels run through it
     if (!dir_.empty()) {
       std::error_code ignored;
       std::filesystem::remove_all(dir_, ignored);
@@ -156,10 +159,24 @@ class HostRig final : public Rig {
                                 ? absl::StrCat("/tmp/postal-bench-", ::getpid(), "-hops", hops)
                                 : "";
     if (!dir.empty()) std::filesystem::create_directories(dir);
+    // nats: a nats-server of the run's own; every proc and gateway listens on a subject there.
+    std::unique_ptr<postal::bench::NatsServer> nats;
+    if (transport == Transport::kNats) {
+      absl::StatusOr<std::unique_ptr<postal::bench::NatsServer>> server =
+          postal::bench::NatsServer::start({.binary = postal::bench::find_nats_server()});
+      if (!server.ok()) return server.status();
+      nats = *std::move(server);
+    }
     auto addr = [&](const std::string& name) {
-      return transport == Transport::kIpc
-                 ? *runtime::ChannelAddr::parse(absl::StrCat("ipc://", dir, "/", name, ".sock"))
-                 : *runtime::ChannelAddr::parse("tcp://127.0.0.1:0");
+      switch (transport) {
+        case Transport::kIpc:
+          return *runtime::ChannelAddr::parse(absl::StrCat("ipc://", dir, "/", name, ".sock"));
+        case Transport::kNats:
+          return *runtime::ChannelAddr::parse(
+              absl::StrCat(nats->url(), "/postal.bench", ::getpid(), "h", hops, ".", name));
+        default:
+          return *runtime::ChannelAddr::parse("tcp://127.0.0.1:0");
+      }
     };
     routing::TopologySpec spec;
     spec.name = absl::StrCat("bench-", sv(to_string(transport)), "-hops", hops);
@@ -196,7 +213,7 @@ class HostRig final : public Rig {
       if (!dir.empty()) std::filesystem::remove_all(dir);
       return host.status();
     }
-    auto rig = std::make_unique<HostRig>(*std::move(host), dir);
+    auto rig = std::make_unique<HostRig>(*std::move(host), dir, std::move(nats));
     routing::Host& h = *rig->host_;
     for (int i = 0; i < kFanWidth; ++i) {
       rig->drivers_.push_back(*h.actor_addr("drivers", actor_name('d', i)));
@@ -227,6 +244,7 @@ class HostRig final : public Rig {
  private:
   std::unique_ptr<routing::Host> host_;
   std::string dir_;
+  std::unique_ptr<postal::bench::NatsServer> nats_;
 };
 
 }  // namespace

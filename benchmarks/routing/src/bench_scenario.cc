@@ -19,6 +19,8 @@ std::string_view to_string(Transport t) {
       return "ipc";
     case Transport::kTcp:
       return "tcp";
+    case Transport::kNats:
+      return "nats";
   }
   return "?";
 }
@@ -84,7 +86,7 @@ absl::StatusOr<Scenario> parse_scenario(std::string_view name) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scenario \"", n, "\": ", what,
         "; write <transport>/hops<0|1|2>/<size>/<pattern>, e.g. ipc/hops1/64B/stream "
-        "(transports inproc, ipc, tcp; sizes like 64B, 1KiB, 64KiB, 1MiB, 1GiB (at most 4GiB); "
+        "(transports inproc, ipc, tcp, nats; sizes like 64B, 1KiB, 64KiB, 1MiB, 1GiB (at most 4GiB); "
         "patterns stream, ping-pong, "
         "fan-out, fan-in)"));
   };
@@ -96,6 +98,8 @@ absl::StatusOr<Scenario> parse_scenario(std::string_view name) {
     s.transport = Transport::kIpc;
   } else if (parts[0] == "tcp") {
     s.transport = Transport::kTcp;
+  } else if (parts[0] == "nats") {
+    s.transport = Transport::kNats;
   } else {
     return bad(absl::StrCat("unknown transport \"", parts[0], "\""));
   }
@@ -129,9 +133,16 @@ absl::StatusOr<std::vector<Scenario>> suite(std::string_view name) {
     }
     return out;
   }
+  if (name == "nats") {  // nats:// channels beside raw NATS (issue 15)
+    for (const char* n : {"nats/hops0/64B/stream", "nats/hops0/64B/ping-pong",
+                          "nats/hops0/1KiB/stream", "nats/hops1/64B/stream"}) {
+      out.push_back(*parse_scenario(n));
+    }
+    return out;
+  }
   if (name != "standard" && name != "full") {
     return absl::InvalidArgumentError(
-        absl::StrCat("suite \"", sv(name), "\" is not quick, standard or full"));
+        absl::StrCat("suite \"", sv(name), "\" is not quick, standard, full or nats"));
   }
   for (Transport t : {Transport::kInproc, Transport::kIpc, Transport::kTcp}) {
     for (int hops = 0; hops <= 2; ++hops) {

@@ -33,7 +33,7 @@
 
 namespace postal::tools::bench {
 
-enum class Transport : uint8_t { kInproc, kIpc, kTcp };
+enum class Transport : uint8_t { kInproc, kIpc, kTcp, kNats };
 enum class Pattern : uint8_t { kStream, kPingPong, kFanOut, kFanIn };
 
 inline constexpr int kFanWidth = 4;
@@ -50,7 +50,7 @@ struct Scenario {
   std::string name() const;
 };
 
-std::string_view to_string(Transport t);  // "inproc" | "ipc" | "tcp"
+std::string_view to_string(Transport t);  // "inproc" | "ipc" | "tcp" | "nats"
 std::string_view to_string(Pattern p);    // "stream" | "ping-pong" | "fan-out" | "fan-in"
 std::string size_label(uint64_t bytes);   // "64B", "1KiB", "64KiB", "1MiB", else "<n>B"
 
