@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "postal/routing/channel_key.h"
 #include "postal/routing/workload.h"
 #include "postal/wire/absl_compat.h"
+#include "local_nats.h"
 #include "proc_supervisor.h"
 #include "ready_protocol.h"
 
@@ -60,7 +62,8 @@ absl::StatusOr<std::unique_ptr<Host>> Host::up(const TopologySpec& spec, HostOpt
   std::unique_ptr<Host> host(new Host(spec, std::move(options)));
   if (absl::Status k = host->make_key(); !k.ok()) return k;
   host->supervisor_ = std::make_unique<internal::ProcSupervisor>(host->options_.teardown_grace);
-  absl::Status s = host->start_gateways();
+  absl::Status s = host->start_nats();
+  if (s.ok()) s = host->start_gateways();
   if (s.ok()) {
     auto client = runtime::Client::attach(host->entry_->proc(), "host");
     if (client.ok()) {
@@ -81,6 +84,22 @@ absl::StatusOr<std::unique_ptr<Host>> Host::up(const TopologySpec& spec, HostOpt
     return s;
   }
   return host;
+}
+
+absl::Status Host::start_nats() {
+  if (!spec_.start_nats) return absl::OkStatus();
+  const std::string& at = *spec_.start_nats;
+  const size_t colon = at.rfind(':');
+  const std::string log_file = absl::StrCat(std::filesystem::temp_directory_path().string(),
+                                            "/postal-", spec_.name, "-nats-server.log");
+  absl::StatusOr<std::unique_ptr<internal::LocalNats>> nats = internal::LocalNats::start(
+      at.substr(0, colon), static_cast<uint16_t>(std::stoi(at.substr(colon + 1))), log_file,
+      spec_.ready_timeout.value_or(absl::Seconds(10)));
+  if (!nats.ok()) return nats.status();
+  nats_ = *std::move(nats);
+  log(absl::StrCat("nats-server listening on ", at, " (pid ", nats_->pid(), ", log ", log_file,
+                   ")"));
+  return absl::OkStatus();
 }
 
 absl::Status Host::start_gateways() {
@@ -306,6 +325,7 @@ void Host::teardown() {
   gateway_nodes_.clear();
   plain_entry_.reset();
   entry_ = nullptr;
+  nats_.reset();  // last: the channels above ran through it
 }
 
 Host::~Host() {

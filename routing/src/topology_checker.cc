@@ -63,7 +63,8 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     return fail(node->source(), "", R"(topology must be a table; write [topology] name = "demo")");
   }
   const Entry e{*node->as_table(), "[topology]"};
-  POSTAL_TOPO_TRY(check_keys(e, {"name", "on_proc_exit", "ready_timeout", "delivery_timeout", "log"}));
+  POSTAL_TOPO_TRY(check_keys(
+      e, {"name", "on_proc_exit", "ready_timeout", "delivery_timeout", "log", "start_nats"}));
   std::optional<std::string> name, exit, timeout;
   POSTAL_TOPO_TRY(read_label(e, "name", true, R"(name = "demo")", name));
   spec.name = *name;
@@ -101,6 +102,17 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     spec.delivery_timeout = d;
   }
   POSTAL_TOPO_TRY(read_log(e, spec.log));
+  std::optional<std::string> nats;
+  POSTAL_TOPO_TRY(read_string(e, "start_nats", false, R"(start_nats = "127.0.0.1:4222")", nats));
+  if (nats) {
+    absl::StatusOr<runtime::ChannelAddr> at = runtime::ChannelAddr::parse(absl::StrCat("tcp://", *nats));
+    if (!at.ok() || at->port() == 0 || at->host().find(':') != std::string_view::npos) {
+      return fail(e.table.get("start_nats")->source(), e.where,
+                  absl::StrCat("start_nats ", quote(*nats),
+                               R"( is not an IPv4 host:port with a port; write e.g. "127.0.0.1:4222")"));
+    }
+    spec.start_nats = *nats;
+  }
   return absl::OkStatus();
 }
 

@@ -39,6 +39,7 @@ namespace postal::routing {
 
 namespace internal {
 class ProcSupervisor;
+class LocalNats;
 }  // namespace internal
 
 struct HostOptions {
@@ -113,6 +114,7 @@ class Host {
  private:
   explicit Host(TopologySpec spec, HostOptions options);
   absl::Status make_key();
+  absl::Status start_nats();  // TopologySpec::start_nats
   absl::Status start_gateways();
   absl::Status launch(LaunchedProc& proc, const ProcSpec& spec);
   absl::Status spawn_actors();
@@ -128,6 +130,7 @@ class Host {
   std::vector<LaunchedProc> procs_;
   std::vector<std::pair<std::string, runtime::ActorAddr>> actors_;  // "proc/actor" → address
   std::unique_ptr<internal::ProcSupervisor> supervisor_;  // spawns, reaps and kills the children
+  std::unique_ptr<internal::LocalNats> nats_;  // TopologySpec::start_nats: stopped last
 };
 
 }  // namespace postal::routing

@@ -136,6 +136,10 @@ struct TopologySpec {
   // Log levels of every launched proc (POSTAL_LOG syntax, e.g. "info,postal.routing=debug"),
   // handed to each as --log-level; absent: the procs inherit POSTAL_LOG.
   std::optional<std::string> log;
+  // `start_nats = "127.0.0.1:4222"`: `postal up` starts a nats-server listening there before
+  // anything else, for procs and gateways that listen on nats:// addresses, and stops it last.
+  // For one machine; past one, run a NATS cluster yourself (docs/topologies.md).
+  std::optional<std::string> start_nats;
   std::vector<GatewaySpec> gateways;
   std::vector<ProcSpec> procs;  // At least one.
   std::vector<ActorSpec> actors;
