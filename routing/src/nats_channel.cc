@@ -12,13 +12,19 @@ namespace {
 
 using runtime::ChannelAddr;
 
-nats_tunnel::TunnelOptions tunnel_options(const ChannelAddr& addr, const ChannelOptions& options) {
+std::string server_url(const ChannelAddr& addr) {
+  const bool v6 = addr.host().find(':') != std::string_view::npos;
+  return absl::StrCat("nats://", v6 ? "[" : "", std::string(addr.host()), v6 ? "]" : "", ":",
+                      addr.port());
+}
+
+// `dialing`: ChannelOptions::nats_url, when set, replaces the address's server.
+nats_tunnel::TunnelOptions tunnel_options(const ChannelAddr& addr, const ChannelOptions& options,
+                                          bool dialing) {
   nats_tunnel::TunnelOptions t;
-  t.url = absl::StrCat("nats://", addr.host().find(':') != std::string_view::npos ? "[" : "",
-                       std::string(addr.host()),
-                       addr.host().find(':') != std::string_view::npos ? "]" : "", ":",
-                       addr.port());
+  t.url = server_url(addr);
   t.subject = std::string(addr.subject());
+  if (dialing && !options.nats_url.empty()) t.url = options.nats_url;
   t.timeout = std::min(options.dial_timeout, options.delivery_timeout);
   t.max_connections = options.max_connections;
   return t;
@@ -82,7 +88,7 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> dial_nats(IoThread& io, ChannelAd
                                                          ChannelOptions options,
                                                          bool in_background) {
   absl::StatusOr<std::unique_ptr<nats_tunnel::TunnelClient>> tunnel =
-      nats_tunnel::TunnelClient::start(tunnel_options(addr, options));
+      nats_tunnel::TunnelClient::start(tunnel_options(addr, options, /*dialing=*/true));
   if (!tunnel.ok()) return tunnel.status();
   if (!in_background) {  // a first dial fails at once when nobody serves the subject
     if (absl::Status s = (*tunnel)->probe(); !s.ok()) {
@@ -113,7 +119,7 @@ absl::StatusOr<std::unique_ptr<ChannelServer>> serve_nats(IoThread& io, ChannelA
   absl::StatusOr<std::unique_ptr<ChannelServer>> inner =
       serve_stream(io, *local, deliver_to, ret, options);
   if (!inner.ok()) return inner.status();
-  const nats_tunnel::TunnelOptions topts = tunnel_options(addr, options);
+  const nats_tunnel::TunnelOptions topts = tunnel_options(addr, options, /*dialing=*/false);
   auto server = std::make_unique<NatsServer>(std::move(addr), *std::move(dir), *std::move(inner));
   absl::StatusOr<std::unique_ptr<nats_tunnel::TunnelServer>> tunnel =
       nats_tunnel::TunnelServer::start(topts, path);

@@ -58,6 +58,14 @@ bool Node::Ingress::accepts_stream(const runtime::PortAddr& next_hop) const {
 }
 
 absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
+  if (options.listen.transport() == runtime::ChannelAddr::Transport::kNats &&
+      options.channel.nats_url.empty()) {
+    // Dial every nats:// peer through this node's own NATS server (ChannelOptions::nats_url).
+    const std::string_view host = options.listen.host();
+    const bool v6 = host.find(':') != std::string_view::npos;
+    options.channel.nats_url = absl::StrCat("nats://", v6 ? "[" : "", sv(host), v6 ? "]" : "",
+                                            ":", options.listen.port());
+  }
   if (options.listen.transport() == runtime::ChannelAddr::Transport::kIpc &&
       !options.listen.is_abstract()) {
     // A socket path's folder is created if missing (topology files name paths under /tmp),

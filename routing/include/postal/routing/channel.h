@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,11 @@ class ChannelKey;  // channel_key.h
 inline constexpr uint16_t kWireVersion = 2;
 
 struct ChannelOptions {
+  // nats:// channels: the NATS server (nats://host:port) this side's tunnels connect to when it
+  // dials, whatever server a peer's address names — a proc talks to the cluster through its own
+  // node, and the cluster routes to the peer's. Empty: the server in the address dialed. A Node
+  // listening on nats:// sets it to its own server.
+  std::string nats_url;
   // Largest frame (the length prefix's value: kind + body) either side sends or accepts.
   // R-CHAN-3: a larger envelope fails alone with OversizedFrame; a peer that announces a larger
   // frame loses its connection.
