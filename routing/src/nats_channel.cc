@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> dial_nats(IoThread& io, ChannelAd
   const ChannelAddr local = (*tunnel)->local_addr();
   auto client = std::make_unique<NatsClient>(std::move(addr), *std::move(tunnel));
   absl::StatusOr<std::unique_ptr<ChannelClient>> inner =
-      dial_stream(io, local, returns, options, in_background);
+      dial_stream(io, local, returns, options, in_background, client->addr().to_string());
   if (!inner.ok()) {
     return absl::Status(inner.status().code(),
                         absl::StrCat(client->addr().to_string(), ": ", inner.status().message()));

@@ -55,9 +55,9 @@ uint64_t random_session(uint64_t old) {
 }
 
 StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<Endpoint> endpoints,
-                                   ReturnHandle& returns, ChannelOptions options)
+                                   ReturnHandle& returns, ChannelOptions options, std::string label)
     : io_(io),
-      addr_text_(addr.to_string()),
+      addr_text_(label.empty() ? addr.to_string() : std::move(label)),
       addr_(std::move(addr)),
       endpoints_(std::move(endpoints)),
       returns_(returns),
@@ -618,7 +618,7 @@ class StreamChannelClient final : public ChannelClient {
 absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, ChannelAddr addr,
                                                            ReturnHandle& returns,
                                                            ChannelOptions options,
-                                                           bool in_background) {
+                                                           bool in_background, std::string label) {
   std::vector<Endpoint> endpoints;
   // A background dial of a tcp host name resolves on the I/O thread; a numeric host, an ipc
   // path and a foreground dial resolve here (without DNS for the first two).
@@ -634,7 +634,8 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, Channel
     }
     endpoints = *std::move(resolved);
   }
-  auto core = std::make_shared<StreamClientCore>(io, addr, std::move(endpoints), returns, options);
+  auto core = std::make_shared<StreamClientCore>(io, addr, std::move(endpoints), returns, options,
+                                                 std::move(label));
   if (in_background) {
     core->start_in_background();
   } else {

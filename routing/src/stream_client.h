@@ -105,8 +105,10 @@ uint64_t random_session(uint64_t old = 0);
 class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
                          public runtime::DeferredFlush {
  public:
+  // `label`: how logs and errors name the channel (a nats:// channel names its own address, not
+  // the private socket its stream runs on); empty: the address.
   StreamClientCore(IoThread& io, runtime::ChannelAddr addr, std::vector<Endpoint> endpoints,
-                   runtime::ReturnHandle& returns, ChannelOptions options);
+                   runtime::ReturnHandle& returns, ChannelOptions options, std::string label = {});
 
   // Caller thread, before the I/O thread knows this core: the synchronous first connect.
   absl::Status connect_first();

@@ -14,10 +14,12 @@
 namespace postal::routing::internal {
 
 // `in_background`: connect on the I/O thread (ChannelClient::dial_async) instead of now.
+// `label`: how logs and errors name the channel; empty: `addr`.
 absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, runtime::ChannelAddr addr,
                                                            runtime::ReturnHandle& returns,
                                                            ChannelOptions options,
-                                                           bool in_background);
+                                                           bool in_background,
+                                                           std::string label = {});
 absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io, runtime::ChannelAddr addr,
                                                             runtime::MailboxSender& deliver_to,
                                                             runtime::ReturnHandle& ret,
