@@ -15,6 +15,7 @@
 #include "nats_ack_inbox.h"
 #include "nats_link.h"
 #include "nats_records.h"
+#include "nats_stream.h"
 #include "postal/mail/mail_errors.h"
 #include "postal/runtime/logger.h"
 #include "postal/wire/absl_compat.h"
@@ -48,15 +49,6 @@ absl::Status check_options(const NatsStoreOptions& o) {
     return absl::InvalidArgumentError("NATS store: the timeout and max_pending_appends must be > 0");
   }
   return absl::OkStatus();
-}
-
-std::optional<Priority> priority_of_letter(char c) {
-  switch (c) {
-    case 'c': return Priority::kCritical;
-    case 'u': return Priority::kUrgent;
-    case 'n': return Priority::kNormal;
-    default: return std::nullopt;
-  }
 }
 
 class NatsStore final : public MailStore {
@@ -151,23 +143,23 @@ class NatsStore final : public MailStore {
                                   std::string body) override {
     absl::StatusOr<MailboxInfo> info = find(id, true);
     if (!info.ok()) return info.status();
-    if (absl::Status s = fits_payload(body.size()); !s.ok()) return s;
-    const std::string subject = lane_subject(id, priority);
+    if (absl::Status s = stream_->fits_payload(body.size()); !s.ok()) return s;
+    const std::string subject = stream_->lane_subject(id, priority);
     if (info->max_messages == 0) {
       if (absl::Status s = store::check_message_fits(*info, 0, body.size()); !s.ok()) return s;
-      return publish(subject, body);
+      return stream_->publish(subject, body);
     }
     absl::MutexLock lock(&stripe(id));
-    absl::StatusOr<uint64_t> held = count_messages(id);
+    absl::StatusOr<uint64_t> held = stream_->count(id);
     if (!held.ok()) return held.status();
     if (absl::Status s = store::check_message_fits(*info, *held, body.size()); !s.ok()) return s;
-    return publish(subject, body);
+    return stream_->publish(subject, body);
   }
 
   void append_async(std::string_view id, Priority priority, std::string body, AppendDone done,
                     AppendAsync how) override {
     absl::StatusOr<MailboxInfo> info = find(id, true);
-    absl::Status ok = info.ok() ? fits_payload(body.size()) : info.status();
+    absl::Status ok = info.ok() ? stream_->fits_payload(body.size()) : info.status();
     if (ok.ok() && info->max_messages > 0) {
       // A bounded mailbox counts and publishes under its lock, so the bound holds exactly.
       std::move(done)(append(id, priority, std::move(body)));
@@ -179,9 +171,9 @@ class NatsStore final : public MailStore {
       return;
     }
     (void)how;  // the ack always comes on the inbox's thread
-    inbox_->publish(lane_subject(id, priority), body,
+    inbox_->publish(stream_->lane_subject(id, priority), body,
                     [this, done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
-                      if (seq.ok()) saw(*seq);
+                      if (seq.ok()) stream_->saw(*seq);
                       std::move(done)(std::move(seq));
                     });
   }
@@ -193,7 +185,7 @@ class NatsStore final : public MailStore {
     absl::MutexLock lock(&stripe(id));
     uint64_t held = 0;
     if (info->max_messages > 0) {
-      absl::StatusOr<uint64_t> n = count_messages(id);
+      absl::StatusOr<uint64_t> n = stream_->count(id);
       if (!n.ok()) return n.status();
       held = *n;
     }
@@ -202,13 +194,13 @@ class NatsStore final : public MailStore {
           !s.ok()) {
         return s;
       }
-      if (absl::Status s = fits_payload(batch[i].body.size()); !s.ok()) return s;
+      if (absl::Status s = stream_->fits_payload(batch[i].body.size()); !s.ok()) return s;
     }
     std::vector<uint64_t> seqs;
     for (const NewMessage& m : batch) {
-      absl::StatusOr<uint64_t> seq = publish(lane_subject(id, m.priority), m.body);
+      absl::StatusOr<uint64_t> seq = stream_->publish(stream_->lane_subject(id, m.priority), m.body);
       if (!seq.ok()) {
-        for (uint64_t s : seqs) delete_message(s);  // whole or not at all (M-STORE-2)
+        for (uint64_t s : seqs) stream_->erase(s);  // whole or not at all (M-STORE-2)
         return seq.status();
       }
       seqs.push_back(*seq);
@@ -219,11 +211,11 @@ class NatsStore final : public MailStore {
   absl::StatusOr<std::vector<StoredMessage>> read(std::string_view id,
                                                   const LaneRange& range) override {
     if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
-    const std::string subject = lane_subject(id, range.priority);
+    const std::string subject = stream_->lane_subject(id, range.priority);
     std::vector<StoredMessage> out;
     uint64_t after = range.after;
     while (out.size() < range.limit && after < range.through) {
-      absl::StatusOr<std::optional<StoredMessage>> m = get_message(after + 1, subject);
+      absl::StatusOr<std::optional<StoredMessage>> m = stream_->get(after + 1, subject);
       if (!m.ok()) return m.status();
       if (!m->has_value() || (*m)->seq > range.through) break;
       after = (*m)->seq;
@@ -234,10 +226,10 @@ class NatsStore final : public MailStore {
 
   absl::StatusOr<bool> erase(std::string_view id, uint64_t seq) override {
     if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
-    absl::StatusOr<std::optional<StoredMessage>> m = get_message(seq, mailbox_prefix(id));
+    absl::StatusOr<std::optional<StoredMessage>> m = stream_->get(seq, stream_->mailbox_prefix(id));
     if (!m.ok()) return m.status();
     if (!m->has_value() || (*m)->seq != seq) return false;
-    if (!delete_message(seq)) return false;  // someone else erased it first
+    if (!stream_->erase(seq)) return false;  // someone else erased it first
     absl::Status s = edit_marks(id, [&](Marks& marks) {
       for (auto& [group, seqs] : marks) seqs.erase(seq);
       return absl::OkStatus();
@@ -249,9 +241,7 @@ class NatsStore final : public MailStore {
   absl::StatusOr<uint64_t> consume_through(std::string_view id, Priority priority,
                                            uint64_t seq) override {
     if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
-    nlohmann::json request{{"filter", lane_subject(id, priority)}};
-    if (seq < std::numeric_limits<uint64_t>::max()) request["seq"] = seq + 1;  // keeps seq + 1…
-    absl::StatusOr<nlohmann::json> purged = link_->api(stream_api("STREAM.PURGE."), request);
+    absl::StatusOr<uint64_t> purged = stream_->purge(stream_->lane_subject(id, priority), seq);
     if (!purged.ok()) return purged.status();
     const char lane = nats::lane_letter(priority);
     absl::Status s = edit_marks(id, [&](Marks& marks) {
@@ -262,26 +252,26 @@ class NatsStore final : public MailStore {
     });
     if (!s.ok()) return s;
     if (seq >= last_seq()) {
-      if (absl::Status hw = keep_high_water(); !hw.ok()) return hw;
+      if (absl::Status hw = stream_->keep_high_water(); !hw.ok()) return hw;
     }
-    return purged->value("purged", uint64_t{0});
+    return *purged;
   }
 
   absl::StatusOr<uint64_t> count(std::string_view id) override {
     if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
-    return count_messages(id);
+    return stream_->count(id);
   }
 
-  uint64_t last_seq() const override { return last_seq_.load(std::memory_order_acquire); }
+  uint64_t last_seq() const override { return stream_->last_seq(); }
 
   absl::Status settle(std::string_view id, std::string_view group,
                       const std::vector<uint64_t>& seqs) override {
     if (absl::Status s = check_queue_group(group); !s.ok()) return s;
     if (absl::StatusOr<MailboxInfo> info = find(id, true); !info.ok()) return info.status();
     std::map<uint64_t, char> held;  // the seqs of `seqs` the mailbox holds, with their lanes
-    const std::string prefix = mailbox_prefix(id);
+    const std::string prefix = stream_->mailbox_prefix(id);
     for (uint64_t seq : seqs) {
-      absl::StatusOr<std::optional<StoredMessage>> m = get_message(seq, prefix);
+      absl::StatusOr<std::optional<StoredMessage>> m = stream_->get(seq, prefix);
       if (!m.ok()) return m.status();
       if (m->has_value() && (*m)->seq == seq) held[seq] = nats::lane_letter((*m)->priority);
     }
@@ -313,20 +303,19 @@ class NatsStore final : public MailStore {
   explicit NatsStore(NatsStoreOptions options)
       : options_(std::move(options)),
         clock_(options_.clock ? options_.clock : std::make_shared<SystemClock>()),
-        limits_(options_.limits),
-        stream_(absl::StrCat(options_.prefix, "_MAIL")),
-        subjects_(absl::StrCat(absl::AsciiStrToLower(options_.prefix), ".mail.")) {}
+        limits_(options_.limits) {}
 
   absl::Status connect() {
     absl::StatusOr<std::unique_ptr<NatsLink>> link = NatsLink::connect(
         {options_.url, options_.token, options_.timeout, "postal mail store"});
     if (!link.ok()) return link.status();
     link_ = *std::move(link);
+    stream_ = std::make_unique<nats::MailStream>(*link_, options_.prefix, options_.replicas);
     // JetStream may still be starting (a server just launched, a cluster electing its meta
     // leader): keep asking until the timeout.
     const absl::Time deadline = absl::Now() + options_.timeout;
     absl::Status s;
-    while (!(s = ensure_stream()).ok() && absl::Now() < deadline) {
+    while (!(s = stream_->ensure()).ok() && absl::Now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     if (!s.ok()) return s;
@@ -340,111 +329,6 @@ class NatsStore final : public MailStore {
     marks_ = *std::move(marks);
     inbox_ = std::make_unique<nats::AckInbox>(*link_, options_.max_pending_appends);
     return inbox_->start();
-  }
-
-  // Finds or creates the stream; notes its last sequence number.
-  absl::Status ensure_stream() {
-    int jerr = 0;
-    absl::StatusOr<nlohmann::json> info = link_->api(stream_api("STREAM.INFO."), nlohmann::json::object(), &jerr);
-    if (!info.ok() && jerr == JSStreamNotFoundErr) {
-      info = link_->api(stream_api("STREAM.CREATE."),
-                        nlohmann::json{{"name", stream_},
-                                       {"subjects", {absl::StrCat(subjects_, ">")}},
-                                       {"storage", "file"},
-                                       {"retention", "limits"},
-                                       {"discard", "old"},
-                                       {"num_replicas", options_.replicas},
-                                       {"allow_direct", true}});
-    }
-    if (!info.ok()) return info.status();
-    saw(info->value(nlohmann::json::json_pointer("/state/last_seq"), uint64_t{0}));
-    return absl::OkStatus();
-  }
-
-  std::string stream_api(std::string_view verb) const { return absl::StrCat(sv(verb), stream_); }
-  std::string mailbox_prefix(std::string_view id) const {
-    return absl::StrCat(subjects_, nats::hex(id), ".");
-  }
-  std::string lane_subject(std::string_view id, Priority priority) const {
-    return absl::StrCat(mailbox_prefix(id), std::string(1, nats::lane_letter(priority)));
-  }
-
-  void saw(uint64_t seq) {
-    uint64_t last = last_seq_.load(std::memory_order_relaxed);
-    while (seq > last && !last_seq_.compare_exchange_weak(last, seq, std::memory_order_acq_rel)) {
-    }
-  }
-
-  absl::Status fits_payload(size_t bytes) const {
-    const int64_t max = natsConnection_GetMaxPayload(link_->nc());
-    if (max > 0 && bytes > static_cast<size_t>(max)) {
-      return BudgetExhaustedError(absl::StrCat(
-          "a message of ", bytes, " bytes is over the NATS server's max_payload of ", max,
-          " bytes; send smaller messages or raise max_payload in nats-server's configuration"));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<uint64_t> publish(const std::string& subject, std::string_view body) {
-    natsMsg* reply = nullptr;
-    const natsStatus s =
-        natsConnection_Request(&reply, link_->nc(), subject.c_str(), body.data(),
-                               static_cast<int>(body.size()), link_->timeout_ms());
-    if (s != NATS_OK) return link_->error("storing a message", s);
-    absl::StatusOr<uint64_t> seq = nats::parse_pub_ack(
-        *link_, std::string_view(natsMsg_GetData(reply),
-                                 static_cast<size_t>(natsMsg_GetDataLength(reply))));
-    natsMsg_Destroy(reply);
-    if (seq.ok()) saw(*seq);
-    return seq;
-  }
-
-  // The first message at or after `seq` whose subject starts with `prefix` (a lane's subject,
-  // or a mailbox's prefix for any lane); nullopt when there is none.
-  absl::StatusOr<std::optional<StoredMessage>> get_message(uint64_t seq,
-                                                           const std::string& prefix) {
-    const bool lane = !absl::EndsWith(prefix, ".");
-    const std::string filter = lane ? prefix : absl::StrCat(prefix, "*");
-    jsDirectGetMsgOptions options;
-    jsDirectGetMsgOptions_Init(&options);
-    options.Sequence = seq;
-    options.NextBySubject = filter.c_str();
-    natsMsg* msg = nullptr;
-    const natsStatus s = js_DirectGetMsg(&msg, link_->js(), stream_.c_str(), nullptr, &options);
-    if (s == NATS_NOT_FOUND) return std::nullopt;
-    if (s != NATS_OK) return link_->error("reading a message", s);
-    const std::string_view subject = natsMsg_GetSubject(msg);
-    std::optional<Priority> priority =
-        subject.empty() ? std::nullopt : priority_of_letter(subject.back());
-    StoredMessage m{.seq = natsMsg_GetSequence(msg),
-                    .priority = priority.value_or(Priority::kNormal),
-                    .stored_at = absl::FromUnixNanos(natsMsg_GetTime(msg)),
-                    .body = std::string(natsMsg_GetData(msg),
-                                        static_cast<size_t>(natsMsg_GetDataLength(msg)))};
-    natsMsg_Destroy(msg);
-    if (!priority) return link_->error("reading a message (a subject without a lane)", NATS_ERR);
-    return m;
-  }
-
-  // False when there was no such message (someone removed it first).
-  bool delete_message(uint64_t seq) {
-    jsErrCode jerr = jsErrCode(0);
-    return js_EraseMsg(link_->js(), stream_.c_str(), seq, nullptr, &jerr) == NATS_OK;
-  }
-
-  absl::StatusOr<uint64_t> count_messages(std::string_view id) {
-    absl::StatusOr<nlohmann::json> info = link_->api(
-        stream_api("STREAM.INFO."), nlohmann::json{{"subjects_filter", absl::StrCat(mailbox_prefix(id), "*")}});
-    if (!info.ok()) return info.status();
-    uint64_t n = 0;
-    const nlohmann::json* subjects = nullptr;
-    if (auto st = info->find("state"); st != info->end()) {
-      if (auto it = st->find("subjects"); it != st->end() && it->is_object()) subjects = &*it;
-    }
-    if (subjects != nullptr) {
-      for (const auto& [subject, msgs] : subjects->items()) n += msgs.get<uint64_t>();
-    }
-    return n;
   }
 
   // The record of mailbox `key` as stored (expired or not).
@@ -506,24 +390,11 @@ class NatsStore final : public MailStore {
   // Removes a mailbox's messages, then its marks, then its record.
   absl::Status drop(std::string_view id) {
     forget(id);
-    absl::StatusOr<nlohmann::json> purged = link_->api(
-        stream_api("STREAM.PURGE."), nlohmann::json{{"filter", absl::StrCat(mailbox_prefix(id), "*")}});
+    absl::StatusOr<uint64_t> purged = stream_->purge(absl::StrCat(stream_->mailbox_prefix(id), "*"));
     if (!purged.ok()) return purged.status();
     if (absl::Status s = marks_->erase(nats::hex(id)); !s.ok()) return s;
     if (absl::Status s = boxes_->erase(nats::hex(id)); !s.ok()) return s;
-    return keep_high_water();
-  }
-
-  // JetStream 2.9 forgets a stream's last sequence number when a purge emptied the stream's tail
-  // and the server is killed before it wrote its index: it would then hand out sequence numbers
-  // again. A marker message at the tail keeps the number (older markers are purged, so there is
-  // one). Run after a purge that may have removed the stream's last message.
-  absl::Status keep_high_water() {
-    const std::string subject = absl::StrCat(subjects_, "_hw");
-    if (absl::StatusOr<uint64_t> seq = publish(subject, ""); !seq.ok()) return seq.status();
-    return link_
-        ->api(stream_api("STREAM.PURGE."), nlohmann::json{{"filter", subject}, {"keep", 1}})
-        .status();
+    return stream_->keep_high_water();
   }
 
   // Read-modify-write of a mailbox's marks record, by compare-and-set; an edit leaving no mark
@@ -567,13 +438,11 @@ class NatsStore final : public MailStore {
   const NatsStoreOptions options_;
   const std::shared_ptr<Clock> clock_;
   const StoreLimits limits_;
-  const std::string stream_;
-  const std::string subjects_;  // "<prefix>.mail."
   std::unique_ptr<NatsLink> link_;
+  std::unique_ptr<nats::MailStream> stream_;
   std::unique_ptr<Bucket> boxes_;
   std::unique_ptr<Bucket> marks_;
   std::unique_ptr<nats::AckInbox> inbox_;
-  std::atomic<uint64_t> last_seq_{0};
   absl::Mutex create_mu_;
   std::array<absl::Mutex, 64> stripes_;
   absl::Mutex cache_mu_;
