@@ -52,6 +52,48 @@ void answer_probe(NatsConn& nats, Conns& conns, natsMsg* msg, const std::string&
   nats.respond(reply, message(c != nullptr && !c->done() ? kOpened : kFin, 0));
 }
 
+// A request of one tunnel message; the kind of the answer, or nullopt (then `*status` says why:
+// NATS_NO_RESPONDERS, a timeout, ...) when none came or it was not a tunnel message.
+std::optional<Kind> ask(NatsConn& nats, const std::string& subject, const std::string& m,
+                        absl::Duration timeout, natsStatus* status) {
+  natsMsg* reply = nullptr;
+  *status = natsConnection_Request(&reply, nats.nc(), subject.c_str(), m.data(),
+                                   static_cast<int>(m.size()), absl::ToInt64Milliseconds(timeout));
+  Kind kind;
+  uint64_t seq;
+  std::string_view payload;
+  const bool answered = *status == NATS_OK && parse(reply, &kind, &seq, &payload);
+  if (reply != nullptr) natsMsg_Destroy(reply);
+  return answered ? std::optional<Kind>(kind) : std::nullopt;
+}
+
+// What both ends of a tunnel share: the NATS connection, the virtual connections, the counters.
+class TunnelEnd {
+ protected:
+  // The NATS connection was lost or came back: what was in flight may be gone, so every
+  // connection is cut (the stream channel reconnects and resumes).
+  void on_lost() {
+    counters_.cut_nats.fetch_add(1);
+    conns_.cut_all(false);
+  }
+  // Routes one message: a PROBE is answered, an OPEN goes to `open`, the rest to its connection.
+  template <typename Open>
+  void dispatch(natsMsg* msg, Open open) {
+    Kind kind;
+    uint64_t seq;
+    std::string_view payload;
+    if (!parse(msg, &kind, &seq, &payload)) return;
+    const std::string id = last_token(natsMsg_GetSubject(msg));
+    if (kind == kOpen) return open(msg, id, payload);
+    if (kind == kProbe) return answer_probe(*nats_, conns_, msg, id);
+    if (std::shared_ptr<Conn> c = conns_.find(id)) c->deliver(kind, seq, payload);
+  }
+
+  Counters counters_;
+  Conns conns_;
+  std::unique_ptr<NatsConn> nats_;
+};
+
 // Heartbeats: every `interval` each live connection's peer is asked (a PROBE request) whether it
 // still has the connection. A FIN or "no responders" (the peer's process is gone: a killed proc
 // sends no FIN) cuts it at once; three unanswered probes in a row cut it too. The stream channel
@@ -63,19 +105,11 @@ class Keeper {
           absl::flat_hash_map<Conn*, int> missed;
           while (!stop_.WaitForNotificationWithTimeout(interval)) {
             for (const std::shared_ptr<Conn>& c : conns.live_conns()) {
-              const std::string probe = message(kProbe, 0);
-              natsMsg* reply = nullptr;
-              const natsStatus s = natsConnection_Request(
-                  &reply, nats.nc(), c->peer().c_str(), probe.data(),
-                  static_cast<int>(probe.size()), absl::ToInt64Milliseconds(interval));
-              Kind kind = kFin;
-              uint64_t seq;
-              std::string_view payload;
-              const bool answered = s == NATS_OK && parse(reply, &kind, &seq, &payload);
-              if (reply != nullptr) natsMsg_Destroy(reply);
-              if (answered && kind == kOpened) {
+              natsStatus s;
+              const std::optional<Kind> kind = ask(nats, c->peer(), message(kProbe, 0), interval, &s);
+              if (kind == kOpened) {
                 missed.erase(c.get());
-              } else if (answered || s == NATS_NO_RESPONDERS || ++missed[c.get()] >= 3) {
+              } else if (kind || s == NATS_NO_RESPONDERS || ++missed[c.get()] >= 3) {
                 counters.cut_gone.fetch_add(1);
                 missed.erase(c.get());
                 c->cut(false);
@@ -93,7 +127,7 @@ class Keeper {
   std::thread thread_;
 };
 
-class Server final : public TunnelServer {
+class Server final : public TunnelServer, private TunnelEnd {
  public:
   Server(TunnelOptions options, std::string target)
       : options_(std::move(options)), target_(std::move(target)) {}
@@ -126,20 +160,10 @@ class Server final : public TunnelServer {
     nats_.reset();
   }
 
-  void on_lost() {
-    counters_.cut_nats.fetch_add(1);
-    conns_.cut_all(false);
-  }
-
   void on_message(natsMsg* msg) {
-    Kind kind;
-    uint64_t seq;
-    std::string_view payload;
-    if (!parse(msg, &kind, &seq, &payload)) return;
-    const std::string id = last_token(natsMsg_GetSubject(msg));
-    if (kind == kOpen) return open(msg, id, payload);
-    if (kind == kProbe) return answer_probe(*nats_, conns_, msg, id);
-    if (std::shared_ptr<Conn> c = conns_.find(id)) c->deliver(kind, seq, payload);
+    dispatch(msg, [this](natsMsg* m, const std::string& id, std::string_view inbox) {
+      open(m, id, inbox);
+    });
   }
 
   void open(natsMsg* msg, const std::string& id, std::string_view inbox) {
@@ -165,13 +189,10 @@ class Server final : public TunnelServer {
 
   const TunnelOptions options_;
   const std::string target_;
-  Counters counters_;
-  Conns conns_;
-  std::unique_ptr<NatsConn> nats_;
   std::unique_ptr<Keeper> keeper_;
 };
 
-class Client final : public TunnelClient {
+class Client final : public TunnelClient, private TunnelEnd {
  public:
   Client(TunnelOptions options, PrivateDir dir) : options_(std::move(options)), dir_(std::move(dir)) {}
   ~Client() override {
@@ -216,15 +237,12 @@ class Client final : public TunnelClient {
   }
 
   absl::Status probe() override {
-    const std::string probe = message(kProbe, 0);
-    const std::string to = absl::StrCat(options_.subject, ".t.probe");
-    natsMsg* reply = nullptr;
-    const natsStatus s =
-        natsConnection_Request(&reply, nats_->nc(), to.c_str(), probe.data(),
-                               static_cast<int>(probe.size()),
-                               absl::ToInt64Milliseconds(options_.timeout));
-    if (reply != nullptr) natsMsg_Destroy(reply);
-    if (s == NATS_OK) return absl::OkStatus();
+    natsStatus s;
+    // The server answers a PROBE for a connection it does not have with FIN: it is there.
+    if (ask(*nats_, absl::StrCat(options_.subject, ".t.probe"), message(kProbe, 0),
+            options_.timeout, &s)) {
+      return absl::OkStatus();
+    }
     return absl::UnavailableError(absl::StrCat(
         "no proc serves subject ", options_.subject, " at ", options_.url, " (",
         s == NATS_NO_RESPONDERS ? "no responders" : natsStatus_GetText(s),
@@ -235,19 +253,8 @@ class Client final : public TunnelClient {
   TunnelStats stats() const override { return counters_.get(); }
 
  private:
-  void on_lost() {
-    counters_.cut_nats.fetch_add(1);
-    conns_.cut_all(false);
-  }
-
   void on_message(natsMsg* msg) {
-    Kind kind;
-    uint64_t seq;
-    std::string_view payload;
-    if (!parse(msg, &kind, &seq, &payload)) return;
-    const std::string id = last_token(natsMsg_GetSubject(msg));
-    if (kind == kProbe) return answer_probe(*nats_, conns_, msg, id);
-    if (std::shared_ptr<Conn> c = conns_.find(id)) c->deliver(kind, seq, payload);
+    dispatch(msg, [](natsMsg*, const std::string&, std::string_view) {});  // OPENs go to servers
   }
 
   void accept_loop() {
@@ -277,18 +284,9 @@ class Client final : public TunnelClient {
     const std::string to = absl::StrCat(options_.subject, ".t.", id);
     auto conn = std::make_shared<Conn>(*nats_, fd, to, options_.window, counters_);
     conns_.add(id, conn);  // before OPEN: the server may answer at once
-    const std::string open = message(kOpen, 0, absl::StrCat(inbox_, ".", id));
-    natsMsg* reply = nullptr;
-    const natsStatus s =
-        natsConnection_Request(&reply, nats_->nc(), to.c_str(), open.data(),
-                               static_cast<int>(open.size()),
-                               absl::ToInt64Milliseconds(options_.timeout));
-    Kind kind = kFin;
-    uint64_t seq;
-    std::string_view payload;
-    if (s == NATS_OK && !parse(reply, &kind, &seq, &payload)) kind = kFin;
-    if (reply != nullptr) natsMsg_Destroy(reply);
-    if (s != NATS_OK || kind != kOpened) {
+    natsStatus s;
+    if (ask(*nats_, to, message(kOpen, 0, absl::StrCat(inbox_, ".", id)), options_.timeout, &s) !=
+        kOpened) {
       counters_.refused.fetch_add(1);
       conns_.remove(id);  // closes the socket: the stream client sees the refusal
       return;
@@ -300,9 +298,6 @@ class Client final : public TunnelClient {
   const TunnelOptions options_;
   PrivateDir dir_;
   runtime::ChannelAddr local_;
-  Counters counters_;
-  Conns conns_;
-  std::unique_ptr<NatsConn> nats_;
   std::string inbox_;
   int listener_ = -1;
   std::atomic<bool> stopping_{false};
