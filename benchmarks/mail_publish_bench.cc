@@ -371,9 +371,10 @@ absl::Status start_host(World& w) {
   return absl::OkStatus();
 }
 
-absl::Status start_local(World& w, bool disk) {
-  auto store = SqliteMailStore::open(absl::StrCat(w.dir, "/local-", disk ? "disk" : "os", ".db"),
-                                     {.durability = disk ? Durability::kDisk : Durability::kOs});
+// An office in this process whose `mem` provider serves retained mailboxes from `store`, with
+// mailbox `address` created.
+absl::StatusOr<std::unique_ptr<PostOffice>> office_on(
+    absl::StatusOr<std::unique_ptr<MailStore>> store, const std::string& address) {
   if (!store.ok()) return store.status();
   auto retained = RetainedMailboxes::create({.store = *std::move(store)});
   if (!retained.ok()) return retained.status();
@@ -383,24 +384,25 @@ absl::Status start_local(World& w, bool disk) {
   if (!provider.ok()) return provider.status();
   if (absl::Status s = office->register_provider(*std::move(provider)); !s.ok()) return s;
   if (absl::Status s = office->start(); !s.ok()) return s;
-  if (auto c = office->create_mailbox(box(disk, false)); !c.ok()) return c.status();
-  w.local[disk ? 1 : 0] = std::move(office);
+  if (auto c = office->create_mailbox(address); !c.ok()) return c.status();
+  return office;
+}
+
+absl::Status start_local(World& w, bool disk) {
+  auto office = office_on(
+      SqliteMailStore::open(absl::StrCat(w.dir, "/local-", disk ? "disk" : "os", ".db"),
+                            {.durability = disk ? Durability::kDisk : Durability::kOs}),
+      box(disk, false));
+  if (!office.ok()) return office.status();
+  w.local[disk ? 1 : 0] = *std::move(office);
   return absl::OkStatus();
 }
 
 absl::Status start_on_nats(World& w) {
-  auto store = NatsMailStore::open({.url = w.nats->url(), .prefix = "POSTAL_BENCH"});
-  if (!store.ok()) return store.status();
-  auto retained = RetainedMailboxes::create({.store = *std::move(store)});
-  if (!retained.ok()) return retained.status();
-  auto office = std::make_unique<PostOffice>();
-  auto provider =
-      MemProvider::create({.bus = MemBus::isolated(), .retained = *std::move(retained)});
-  if (!provider.ok()) return provider.status();
-  if (absl::Status s = office->register_provider(*std::move(provider)); !s.ok()) return s;
-  if (absl::Status s = office->start(); !s.ok()) return s;
-  if (auto c = office->create_mailbox(kNatsBox); !c.ok()) return c.status();
-  w.on_nats = std::move(office);
+  auto office =
+      office_on(NatsMailStore::open({.url = w.nats->url(), .prefix = "POSTAL_BENCH"}), kNatsBox);
+  if (!office.ok()) return office.status();
+  w.on_nats = *std::move(office);
   return absl::OkStatus();
 }
 
