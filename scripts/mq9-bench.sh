@@ -8,6 +8,8 @@
 #                subscriber; round trip = a MSG publish answered {"msg_id"} once stored
 #   mq9-sqlite   the same on a SQLite store (durability os); the messages are normal priority,
 #                so only `critical` would reach the file: the round trip uses .critical here
+#   mq9-js       the same on the NATS store (JetStream on the nats-server above, file storage;
+#                every priority is stored there), round trip on .critical like mq9-sqlite
 #
 # Usage: scripts/mq9-bench.sh [BUILD_DIR] [MESSAGES] [SIZE]
 set -euo pipefail
@@ -43,10 +45,17 @@ MEM_URL=$(grep -o 'nats://[0-9.:]*' "$WORK/mem.log" | head -1)
 pids+=($!)
 wait_line "$WORK/sqlite.log" "mq9 bridge serving"
 SQLITE_URL=$(grep -o 'nats://[0-9.:]*' "$WORK/sqlite.log" | head -1)
+"$POSTAL" mq9 --listen 127.0.0.1:0 --store "nats://127.0.0.1:$NATS_PORT" --nats-prefix MQ9BENCH \
+  > "$WORK/js.log" 2>&1 &
+pids+=($!)
+wait_line "$WORK/js.log" "mq9 bridge serving"
+JS_URL=$(grep -o 'nats://[0-9.:]*' "$WORK/js.log" | head -1)
 
 common=(--size "$SIZE" --messages "$MESSAGES" --rtt-messages 5000)
 "$PEER" --url "nats://127.0.0.1:$NATS_PORT" --label nats "${common[@]}"
 "$PEER" --url "nats://127.0.0.1:$NATS_PORT" --label nats-js --jetstream 1 --rtt-subject postal.bench.js "${common[@]}"
 "$PEER" --url "$MEM_URL" --label mq9-mem --mq9 1 "${common[@]}"
 "$PEER" --url "$SQLITE_URL" --label mq9-sqlite --mq9 1 \
+  --rtt-subject '$mq9.AI.MAILBOX.MSG.bench.rtt.critical' "${common[@]}"
+"$PEER" --url "$JS_URL" --label mq9-js --mq9 1 \
   --rtt-subject '$mq9.AI.MAILBOX.MSG.bench.rtt.critical' "${common[@]}"
