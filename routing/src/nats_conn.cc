@@ -21,6 +21,7 @@ absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
   if (s == NATS_OK) s = natsOptions_SetSendAsap(o, true);
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(o, &NatsConn::on_event, c.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(o, &NatsConn::on_event, c.get());
+  if (s == NATS_OK) s = natsOptions_SetClosedCB(o, &NatsConn::on_closed, c.get());
   if (s == NATS_OK) s = natsConnection_Connect(&c->nc_, o);
   natsOptions_Destroy(o);
   if (s != NATS_OK) {
@@ -36,6 +37,9 @@ NatsConn::~NatsConn() {
   closing_.store(true);
   if (nc_ != nullptr) {
     natsConnection_Close(nc_);
+    // libnats runs connection callbacks on a thread of its own, in order, the closed one last:
+    // once it ran, none of them can touch this object any more.
+    closed_.WaitForNotificationWithTimeout(absl::Seconds(10));
     natsConnection_Destroy(nc_);
   }
 }
@@ -93,6 +97,10 @@ void NatsConn::on_message(natsConnection*, natsSubscription*, natsMsg* msg, void
 }
 
 void NatsConn::on_complete(void* closure) { static_cast<Sub*>(closure)->complete.Notify(); }
+
+void NatsConn::on_closed(natsConnection*, void* closure) {
+  static_cast<NatsConn*>(closure)->closed_.Notify();
+}
 
 void NatsConn::on_event(natsConnection*, void* closure) {
   auto* self = static_cast<NatsConn*>(closure);

@@ -53,12 +53,14 @@ class NatsConn {
   static void on_message(natsConnection*, natsSubscription*, natsMsg* msg, void* closure);
   static void on_complete(void* closure);
   static void on_event(natsConnection*, void* closure);
+  static void on_closed(natsConnection*, void* closure);
 
   Options options_;
   natsConnection* nc_ = nullptr;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Sub>> subs_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> closing_{false};
+  absl::Notification closed_;  // libnats ran the closed callback, its last
 };
 
 }  // namespace postal::routing::internal

@@ -14,8 +14,11 @@ AckInbox::AckInbox(const NatsLink& link, size_t max_pending)
 
 AckInbox::~AckInbox() {
   if (sub_ != nullptr) {
-    natsSubscription_Unsubscribe(sub_);
-    natsSubscription_Destroy(sub_);  // waits for a running callback
+    // The subscription's last callback has returned once the completion callback ran.
+    if (natsSubscription_Unsubscribe(sub_) == NATS_OK) {
+      complete_.WaitForNotificationWithTimeout(absl::Seconds(10));
+    }
+    natsSubscription_Destroy(sub_);
   }
   std::map<uint64_t, Pending> left;
   {
@@ -38,6 +41,10 @@ absl::Status AckInbox::start() {
   s = natsConnection_SubscribeTimeout(&sub_, link_.nc(), wildcard.c_str(), link_.timeout_ms(),
                                       &AckInbox::on_message, this);
   if (s == NATS_OK) s = natsSubscription_SetPendingLimits(sub_, -1, -1);
+  if (s == NATS_OK) {
+    s = natsSubscription_SetOnCompleteCB(
+        sub_, [](void* self) { static_cast<AckInbox*>(self)->complete_.Notify(); }, this);
+  }
   if (s != NATS_OK) return link_.error("subscribing to the ack inbox", s);
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "nats_link.h"
 
@@ -47,6 +48,7 @@ class AckInbox {
   const size_t max_pending_;
   std::string inbox_;
   natsSubscription* sub_ = nullptr;
+  absl::Notification complete_;  // the subscription's last callback returned
   absl::Mutex mu_;
   uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
