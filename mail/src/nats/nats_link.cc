@@ -19,6 +19,9 @@ absl::StatusOr<std::unique_ptr<NatsLink>> NatsLink::connect(const Options& optio
   // works again once a server of the cluster is back.
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  // An append that does not wait (AckInbox) would otherwise sit in libnats' buffer until its
+  // flusher runs — about a millisecond on every such append's ack.
+  if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
   if (s == NATS_OK && !options.token.empty()) s = natsOptions_SetToken(opts, options.token.c_str());
   if (s == NATS_OK) s = natsConnection_Connect(&link->nc_, opts);
   natsOptions_Destroy(opts);
