@@ -606,7 +606,7 @@ class StreamChannelClient final : public ChannelClient {
   void close() override {
     if (core_->closed()) return;
     core_->close(absl::CancelledError(
-        absl::StrCat("channel ", addr().to_string(), ": the client was closed")));
+        absl::StrCat("channel ", core_->addr_text(), ": the client was closed")));
   }
 
  private:

@@ -110,6 +110,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   StreamClientCore(IoThread& io, runtime::ChannelAddr addr, std::vector<Endpoint> endpoints,
                    runtime::ReturnHandle& returns, ChannelOptions options, std::string label = {});
 
+  // How logs and errors name the channel (its label, or its address).
+  const std::string& addr_text() const { return addr_text_; }
+
   // Caller thread, before the I/O thread knows this core: the synchronous first connect.
   absl::Status connect_first();
   // Hands the connected socket to the I/O thread: HELLO, then reads.

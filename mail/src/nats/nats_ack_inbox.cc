@@ -130,8 +130,14 @@ absl::StatusOr<uint64_t> parse_pub_ack(const NatsLink& link, std::string_view re
   nlohmann::json ack = nlohmann::json::parse(reply, nullptr, /*allow_exceptions=*/false);
   if (ack.is_object()) {
     if (auto e = ack.find("error"); e != ack.end() && e->is_object()) {
-      return link.error(absl::StrCat("storing a message (", e->value("description", "?"), ")"),
-                        NATS_ERR, jsErrCode(e->value("err_code", 0)));
+      const auto code = e->find("err_code");
+      const auto text = e->find("description");
+      return link.error(
+          absl::StrCat("storing a message (",
+                       text != e->end() && text->is_string() ? text->get<std::string>() : "?",
+                       ")"),
+          NATS_ERR,
+          jsErrCode(code != e->end() && code->is_number_integer() ? code->get<int>() : 0));
     }
     if (auto seq = ack.find("seq"); seq != ack.end() && seq->is_number_unsigned()) {
       return seq->get<uint64_t>();

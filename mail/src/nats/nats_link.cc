@@ -68,11 +68,14 @@ absl::StatusOr<nlohmann::json> NatsLink::api(std::string_view api, const nlohman
                                       " answered with something that is not a JSON object"));
   }
   if (auto e = answer.find("error"); e != answer.end() && e->is_object()) {
-    const int code = e->value("err_code", 0);
+    const auto code_it = e->find("err_code");
+    const auto text_it = e->find("description");
+    const int code = code_it != e->end() && code_it->is_number_integer() ? code_it->get<int>() : 0;
     if (jerr != nullptr) *jerr = code;
-    return IoFailedError(absl::StrCat("the NATS store at ", url_, ": ", subject, " failed: ",
-                                      e->value("description", std::string("?")),
-                                      " [JetStream error ", code, "]"));
+    return IoFailedError(absl::StrCat(
+        "the NATS store at ", url_, ": ", subject, " failed: ",
+        text_it != e->end() && text_it->is_string() ? text_it->get<std::string>() : "?",
+        " [JetStream error ", code, "]"));
   }
   return answer;
 }

@@ -1,5 +1,7 @@
 #include "nats_records.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "postal/mail/mail_errors.h"
@@ -116,24 +118,51 @@ std::string encode_mailbox(const MailboxInfo& info) {
       .dump();
 }
 
+namespace {
+
+// Typed reads of a decoded record that never throw and never convert out of range: nullopt when
+// the member is missing or of another type.
+std::optional<uint64_t> u64_at(const nlohmann::json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<uint64_t>();
+}
+std::optional<int64_t> i64_at(const nlohmann::json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX}) return std::nullopt;
+  return it->get<int64_t>();
+}
+std::optional<bool> bool_at(const nlohmann::json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_boolean()) return std::nullopt;
+  return it->get<bool>();
+}
+
+}  // namespace
+
 absl::StatusOr<MailboxInfo> decode_mailbox(std::string_view key, std::string_view json) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   std::optional<std::string> id = unhex(key);
-  if (!id || !j.is_object() || j.value("v", 0) != 1) return bad_record("mailbox");
-  try {
-    MailboxInfo info;
-    info.id = *std::move(id);
-    info.is_public = j.at("public").get<bool>();
-    info.created_at = absl::FromUnixNanos(j.at("created_ns").get<int64_t>());
-    const int64_t expires = j.at("expires_ns").get<int64_t>();
-    info.expires_at = expires == kNever ? absl::InfiniteFuture() : absl::FromUnixNanos(expires);
-    info.max_messages = j.at("max_messages").get<uint64_t>();
-    info.max_message_bytes = j.at("max_message_bytes").get<uint64_t>();
-    info.durable_all = j.at("durable_all").get<bool>();
-    return info;
-  } catch (const nlohmann::json::exception&) {
+  if (!id || !j.is_object() || i64_at(j, "v") != 1) return bad_record("mailbox");
+  const std::optional<bool> is_public = bool_at(j, "public");
+  const std::optional<bool> durable_all = bool_at(j, "durable_all");
+  const std::optional<int64_t> created = i64_at(j, "created_ns");
+  const std::optional<int64_t> expires = i64_at(j, "expires_ns");
+  const std::optional<uint64_t> max_messages = u64_at(j, "max_messages");
+  const std::optional<uint64_t> max_bytes = u64_at(j, "max_message_bytes");
+  if (!is_public || !durable_all || !created || !expires || !max_messages || !max_bytes) {
     return bad_record("mailbox");
   }
+  MailboxInfo info;
+  info.id = *std::move(id);
+  info.is_public = *is_public;
+  info.created_at = absl::FromUnixNanos(*created);
+  info.expires_at = *expires == kNever ? absl::InfiniteFuture() : absl::FromUnixNanos(*expires);
+  info.max_messages = *max_messages;
+  info.max_message_bytes = *max_bytes;
+  info.durable_all = *durable_all;
+  return info;
 }
 
 std::optional<std::string> unhex(std::string_view hex) {
@@ -168,19 +197,17 @@ absl::StatusOr<Marks> decode_marks(std::string_view json) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return bad_record("settlement");
   Marks marks;
-  try {
-    for (const auto& [group_hex, seqs] : j.items()) {
-      std::optional<std::string> group = unhex(group_hex);
-      if (!group) return bad_record("settlement");
-      auto& lane_of = marks[*group];
-      for (const auto& pair : seqs) {
-        const std::string lane = pair.at(1).get<std::string>();
-        if (lane.size() != 1) return bad_record("settlement");
-        lane_of[pair.at(0).get<uint64_t>()] = lane[0];
+  for (const auto& [group_hex, seqs] : j.items()) {
+    std::optional<std::string> group = unhex(group_hex);
+    if (!group || !seqs.is_array()) return bad_record("settlement");
+    auto& lane_of = marks[*group];
+    for (const auto& pair : seqs) {
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_unsigned() ||
+          !pair[1].is_string() || pair[1].get_ref<const std::string&>().size() != 1) {
+        return bad_record("settlement");
       }
+      lane_of[pair[0].get<uint64_t>()] = pair[1].get_ref<const std::string&>()[0];
     }
-  } catch (const nlohmann::json::exception&) {
-    return bad_record("settlement");
   }
   return marks;
 }

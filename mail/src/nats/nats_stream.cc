@@ -12,6 +12,9 @@
 namespace postal::mail::nats {
 namespace {
 
+// A count in a server's answer; 0 when it is missing or not a count (never throws).
+uint64_t count_of(const nlohmann::json& j) { return j.is_number_unsigned() ? j.get<uint64_t>() : 0; }
+
 std::optional<Priority> priority_of_letter(char c) {
   switch (c) {
     case 'c': return Priority::kCritical;
@@ -44,7 +47,8 @@ absl::Status MailStream::ensure() {
                                     {"allow_direct", true}});
   }
   if (!info.ok()) return info.status();
-  saw(info->value(nlohmann::json::json_pointer("/state/last_seq"), uint64_t{0}));
+  const nlohmann::json::json_pointer last("/state/last_seq");
+  saw(info->contains(last) ? count_of(info->at(last)) : 0);
   return absl::OkStatus();
 }
 
@@ -125,7 +129,7 @@ absl::StatusOr<uint64_t> MailStream::count(std::string_view id) {
   uint64_t n = 0;
   if (auto st = info->find("state"); st != info->end()) {
     if (auto it = st->find("subjects"); it != st->end() && it->is_object()) {
-      for (const auto& [subject, msgs] : it->items()) n += msgs.get<uint64_t>();
+      for (const auto& [subject, msgs] : it->items()) n += count_of(msgs);
     }
   }
   return n;
@@ -137,7 +141,8 @@ absl::StatusOr<uint64_t> MailStream::purge(const std::string& filter, uint64_t t
   if (through < std::numeric_limits<uint64_t>::max()) request["seq"] = through + 1;
   absl::StatusOr<nlohmann::json> purged = link_.api(api("STREAM.PURGE."), request);
   if (!purged.ok()) return purged.status();
-  return purged->value("purged", uint64_t{0});
+  const auto n = purged->find("purged");
+  return n != purged->end() ? count_of(*n) : 0;
 }
 
 absl::Status MailStream::keep_high_water() {
