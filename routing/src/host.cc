@@ -12,6 +12,7 @@
 #include "postal/routing/workload.h"
 #include "postal/wire/absl_compat.h"
 #include "local_nats.h"
+#include "nats_conn.h"
 #include "proc_supervisor.h"
 #include "ready_protocol.h"
 
@@ -92,9 +93,12 @@ absl::Status Host::start_nats() {
   const size_t colon = at.rfind(':');
   const std::string log_file = absl::StrCat(std::filesystem::temp_directory_path().string(),
                                             "/postal-", spec_.name, "-nats-server.log");
+  // With a topology key, the server takes only clients with the token derived from it.
+  const std::string token =
+      options_.channel.key != nullptr ? internal::nats_token(*options_.channel.key) : "";
   absl::StatusOr<std::unique_ptr<internal::LocalNats>> nats = internal::LocalNats::start(
-      at.substr(0, colon), static_cast<uint16_t>(std::stoi(at.substr(colon + 1))), log_file,
-      spec_.ready_timeout.value_or(absl::Seconds(10)));
+      at.substr(0, colon), static_cast<uint16_t>(std::stoi(at.substr(colon + 1))), token,
+      log_file, spec_.ready_timeout.value_or(absl::Seconds(10)));
   if (!nats.ok()) return nats.status();
   nats_ = *std::move(nats);
   log(absl::StrCat("nats-server listening on ", at, " (pid ", nats_->pid(), ", log ", log_file,

@@ -50,6 +50,7 @@ bool accepts(const std::string& host, uint16_t port) {
 
 absl::StatusOr<std::unique_ptr<LocalNats>> LocalNats::start(const std::string& host,
                                                             uint16_t port,
+                                                            const std::string& token,
                                                             const std::string& log_file,
                                                             absl::Duration timeout) {
   const std::string binary = find_binary();
@@ -58,7 +59,21 @@ absl::StatusOr<std::unique_ptr<LocalNats>> LocalNats::start(const std::string& h
         "the topology asks for start_nats but there is no nats-server on PATH or in /usr/sbin; "
         "install it (Debian: apt-get install nats-server) or set POSTAL_NATS_SERVER");
   }
-  std::vector<std::string> args = {binary, "-a", host, "-p", std::to_string(port)};
+  absl::StatusOr<nats_tunnel::PrivateDir> dir = nats_tunnel::PrivateDir::make();
+  if (!dir.ok()) return dir.status();
+  const std::string config = dir->path() + "/nats-server.conf";
+  {
+    const int fd = ::open(config.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    std::string text = absl::StrCat("listen: \"", host, ":", port, "\"\n");
+    if (!token.empty()) absl::StrAppend(&text, "authorization {\n  token: \"", token, "\"\n}\n");
+    const bool written =
+        fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    if (fd >= 0) ::close(fd);
+    if (!written) {
+      return absl::InternalError(absl::StrCat("cannot write ", config, ": ", os_error(errno)));
+    }
+  }
+  std::vector<std::string> args = {binary, "-c", config};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -73,7 +88,7 @@ absl::StatusOr<std::unique_ptr<LocalNats>> LocalNats::start(const std::string& h
     _exit(127);
   }
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", os_error(errno)));
-  std::unique_ptr<LocalNats> nats(new LocalNats(pid));
+  std::unique_ptr<LocalNats> nats(new LocalNats(pid, *std::move(dir)));
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout));
   while (!accepts(host, port)) {

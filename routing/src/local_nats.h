@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "nats_tunnel.h"
 
 namespace postal::routing::internal {
 
@@ -17,8 +18,11 @@ class LocalNats {
  public:
   // Starts nats-server ($POSTAL_NATS_SERVER, else on PATH or in /usr/sbin) listening on
   // host:port, and returns once it accepts connections; FailedPrecondition when there is no
-  // nats-server, Unavailable when it did not come up within `timeout` (its log is named).
+  // nats-server, Unavailable when it did not come up within `timeout` (its log is named). With a
+  // `token` (nats_token) the server takes only clients that present it; it is written to a
+  // configuration file in a private folder (0700), never to argv.
   static absl::StatusOr<std::unique_ptr<LocalNats>> start(const std::string& host, uint16_t port,
+                                                          const std::string& token,
                                                           const std::string& log_file,
                                                           absl::Duration timeout);
   ~LocalNats();  // SIGTERM, then SIGKILL after 5 s; reaped
@@ -28,8 +32,9 @@ class LocalNats {
   pid_t pid() const { return pid_; }
 
  private:
-  explicit LocalNats(pid_t pid) : pid_(pid) {}
+  LocalNats(pid_t pid, nats_tunnel::PrivateDir dir) : pid_(pid), dir_(std::move(dir)) {}
   pid_t pid_;
+  nats_tunnel::PrivateDir dir_;  // the configuration file
 };
 
 }  // namespace postal::routing::internal

@@ -2,6 +2,7 @@
 // two ends joined by a tunnel through NATS. The ChannelClient and ChannelServer here own both the
 // stream half and the tunnel half, and report the nats:// address.
 #include "absl/strings/str_cat.h"
+#include "nats_conn.h"
 #include "nats_tunnel.h"
 #include "postal/routing/channel_client.h"
 #include "postal/routing/channel_server.h"
@@ -27,6 +28,9 @@ nats_tunnel::TunnelOptions tunnel_options(const ChannelAddr& addr, const Channel
   if (dialing && !options.nats_url.empty()) t.url = options.nats_url;
   t.timeout = std::min(options.dial_timeout, options.delivery_timeout);
   t.max_connections = options.max_connections;
+  // A topology with a key talks to NATS with the token derived from it (start_nats gives the
+  // server the same); a server without authorization ignores it.
+  if (options.key != nullptr) t.token = nats_token(*options.key);
   return t;
 }
 

@@ -1,9 +1,24 @@
 #include "nats_conn.h"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "postal/routing/channel_key.h"
 #include "socket_util.h"
 
 namespace postal::routing::internal {
+
+std::string nats_token(const routing::ChannelKey& key) {
+  static constexpr std::string_view kLabel = "postal nats token v1";
+  unsigned char mac[32];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.bytes().data(), static_cast<int>(key.bytes().size()),
+       reinterpret_cast<const unsigned char*>(kLabel.data()), kLabel.size(), mac, &length);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(mac), static_cast<size_t>(length)));
+}
 
 absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
   std::unique_ptr<NatsConn> c(new NatsConn(std::move(options)));
@@ -19,6 +34,9 @@ absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
   // A tunnel publishes what one read of a socket gave (frames batched already): send it now
   // rather than wait for libnats' flusher, which costs a round trip milliseconds.
   if (s == NATS_OK) s = natsOptions_SetSendAsap(o, true);
+  if (s == NATS_OK && !c->options_.token.empty()) {
+    s = natsOptions_SetToken(o, c->options_.token.c_str());
+  }
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(o, &NatsConn::on_event, c.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(o, &NatsConn::on_event, c.get());
   if (s == NATS_OK) s = natsOptions_SetClosedCB(o, &NatsConn::on_closed, c.get());

@@ -15,7 +15,16 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
+namespace postal::routing {
+class ChannelKey;  // channel_key.h
+}
+
 namespace postal::routing::internal {
+
+// The NATS authorization token of a topology: HMAC-SHA256 of a fixed label under its channel key
+// (R-SEC-1), as hex. `postal up` gives the nats-server it starts this token (start_nats), and
+// every proc of the topology derives it from the secret it already holds, so none is handed out.
+std::string nats_token(const routing::ChannelKey& key);
 
 class NatsConn {
  public:
@@ -23,6 +32,7 @@ class NatsConn {
     std::string url;
     absl::Duration timeout;  // connecting
     std::string name;        // shown by the server (connz)
+    std::string token;       // the server's authorization token; empty: none
     // The connection was lost, or came back after a loss (libnats threads; must not block).
     std::function<void()> on_lost;
   };

@@ -136,7 +136,7 @@ class Server final : public TunnelServer, private TunnelEnd {
   absl::Status start() {
     absl::StatusOr<std::unique_ptr<NatsConn>> nats = NatsConn::connect(
         {options_.url, options_.timeout, absl::StrCat("postal channel server ", options_.subject),
-         [this] { on_lost(); }});
+         options_.token, [this] { on_lost(); }});
     if (!nats.ok()) return nats.status();
     nats_ = *std::move(nats);
     if (absl::Status s = nats_->subscribe(absl::StrCat(options_.subject, ".t.*"),
@@ -222,7 +222,7 @@ class Client final : public TunnelClient, private TunnelEnd {
     }
     absl::StatusOr<std::unique_ptr<NatsConn>> nats = NatsConn::connect(
         {options_.url, options_.timeout, absl::StrCat("postal channel client ", options_.subject),
-         [this] { on_lost(); }});
+         options_.token, [this] { on_lost(); }});
     if (!nats.ok()) return nats.status();
     nats_ = *std::move(nats);
     inbox_ = absl::StrCat("_INBOX.", random_id());

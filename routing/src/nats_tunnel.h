@@ -41,6 +41,7 @@ namespace postal::routing::internal::nats_tunnel {
 struct TunnelOptions {
   std::string url;                  // nats://host:port
   std::string subject;              // the served proc's subject
+  std::string token;                // the NATS server's token (nats_token); empty: none
   absl::Duration timeout;           // connecting to NATS, and an OPEN's answer
   size_t window = 4 << 20;          // unacked bytes per direction of a connection
   size_t max_connections = 1024;    // virtual connections a server holds at once

@@ -2,6 +2,7 @@
 // the host (`[topology] start_nats`): real `postal proc` children talk through it — ping-pong
 // between every pair, a stream in order across the gateway, an undeliverable coming back.
 #include <arpa/inet.h>
+#include <nats/nats.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "nats_conn.h"
+#include "postal/routing/channel_key.h"
 #include "postal/routing/host.h"
 #include "postal/routing/topology_spec.h"
 #include "postal/routing/workload.h"
@@ -124,6 +127,32 @@ TEST_F(NatsTopologyTest, R_FAIL_3_AnUndeliverableComesBackAcrossNats) {
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_NE((*back)->root_failure(), nullptr);
   EXPECT_EQ((*back)->root_failure()->invalid, runtime::InvalidReason::kActorNotExist);
+}
+
+// R-SEC-1 carried to NATS: the nats-server `postal up` starts takes only clients presenting the
+// token derived from the topology's secret — its procs do, a stranger does not.
+TEST_F(NatsTopologyTest, R_SEC_1_TheStartedNatsServerRefusesAClientWithoutTheTopologysToken) {
+  up();
+  const std::string url = absl::StrCat("nats://127.0.0.1:", port_);
+  natsConnection* nc = nullptr;
+  natsOptions* o = nullptr;
+  ASSERT_EQ(natsOptions_Create(&o), NATS_OK);
+  ASSERT_EQ(natsOptions_SetURL(o, url.c_str()), NATS_OK);
+  ASSERT_EQ(natsOptions_SetMaxReconnect(o, 0), NATS_OK);
+  EXPECT_NE(natsConnection_Connect(&nc, o), NATS_OK) << "a client without the token got in";
+  if (nc != nullptr) natsConnection_Destroy(nc);
+  nc = nullptr;
+  auto key = ChannelKey::derive(host_->secret());
+  ASSERT_TRUE(key.ok()) << key.status();
+  const std::string token = internal::nats_token(**key);
+  ASSERT_EQ(natsOptions_SetToken(o, token.c_str()), NATS_OK);
+  EXPECT_EQ(natsConnection_Connect(&nc, o), NATS_OK) << "the topology's own token was refused";
+  if (nc != nullptr) natsConnection_Destroy(nc);
+  natsOptions_Destroy(o);
+  // And the topology works through it.
+  auto r = drive(actor("alpha", "driver"), "ping-pong", actor("gamma", "echo"), 100);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->messages, 100u);
 }
 
 TEST_F(NatsTopologyTest, StartNatsIsCheckedInTheFile) {
