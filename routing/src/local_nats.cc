@@ -79,7 +79,9 @@ absl::StatusOr<std::unique_ptr<LocalNats>> LocalNats::start(const std::string& h
   argv.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    const int fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    // O_NOFOLLOW: the log is in /tmp, where a symlink planted by someone else must not be followed.
+    const int fd =
+        ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) {
       ::dup2(fd, 1);
       ::dup2(fd, 2);

@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -104,7 +105,12 @@ class Keeper {
       : thread_([this, &nats, &conns, interval, &counters] {
           absl::flat_hash_map<Conn*, int> missed;
           while (!stop_.WaitForNotificationWithTimeout(interval)) {
-            for (const std::shared_ptr<Conn>& c : conns.live_conns()) {
+            const std::vector<std::shared_ptr<Conn>> live = conns.live_conns();
+            absl::erase_if(missed, [&](const auto& m) {  // forget connections that are gone
+              return std::none_of(live.begin(), live.end(),
+                                  [&](const auto& c) { return c.get() == m.first; });
+            });
+            for (const std::shared_ptr<Conn>& c : live) {
               natsStatus s;
               const std::optional<Kind> kind = ask(nats, c->peer(), message(kProbe, 0), interval, &s);
               if (kind == kOpened) {
