@@ -8,11 +8,11 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "local_nats.h"
+#include "nats_permissions.h"
 #include "postal/routing/channel_key.h"
 #include "postal/routing/workload.h"
 #include "postal/wire/absl_compat.h"
-#include "local_nats.h"
-#include "nats_conn.h"
 #include "proc_supervisor.h"
 #include "ready_protocol.h"
 
@@ -93,11 +93,21 @@ absl::Status Host::start_nats() {
   const size_t colon = at.rfind(':');
   const std::string log_file = absl::StrCat(std::filesystem::temp_directory_path().string(),
                                             "/postal-", spec_.name, "-nats-server.log");
-  // With a topology key, the server takes only clients with the token derived from it.
-  const std::string token =
-      options_.channel.key != nullptr ? internal::nats_token(*options_.channel.key) : "";
+  // With a topology key, the server takes only the topology's users, each with its own
+  // permissions (R-SEC-4): the procs and gateways listening on nats://, and the dial-only user.
+  std::string authorization;
+  if (options_.channel.key != nullptr) {
+    std::vector<internal::NatsMember> members;
+    auto add = [&](const std::string& name, const runtime::ChannelAddr& listen) {
+      if (listen.transport() != runtime::ChannelAddr::Transport::kNats) return;
+      members.push_back({runtime::ProcId{named(name)}.to_string(), std::string(listen.subject())});
+    };
+    for (const ProcSpec& p : spec_.procs) add(p.name, p.listen);
+    for (const GatewaySpec& g : spec_.gateways) add(g.name, g.listen);
+    authorization = internal::nats_authorization(*options_.channel.key, members);
+  }
   absl::StatusOr<std::unique_ptr<internal::LocalNats>> nats = internal::LocalNats::start(
-      at.substr(0, colon), static_cast<uint16_t>(std::stoi(at.substr(colon + 1))), token,
+      at.substr(0, colon), static_cast<uint16_t>(std::stoi(at.substr(colon + 1))), authorization,
       log_file, spec_.ready_timeout.value_or(absl::Seconds(10)));
   if (!nats.ok()) return nats.status();
   nats_ = *std::move(nats);
@@ -195,9 +205,8 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
   const pid_t pid = child->pid();
   proc.pid = pid;
 
-  absl::StatusOr<std::string> line =
-      internal::read_ready_line(child->ready_fd(), absl::Now() + options_.ready_timeout,
-                                options_.cancel_fd);
+  absl::StatusOr<std::string> line = internal::read_ready_line(
+      child->ready_fd(), absl::Now() + options_.ready_timeout, options_.cancel_fd);
   if (!line.ok()) {
     return absl::Status(
         line.status().code(),

@@ -48,9 +48,8 @@ bool accepts(const std::string& host, uint16_t port) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LocalNats>> LocalNats::start(const std::string& host,
-                                                            uint16_t port,
-                                                            const std::string& token,
+absl::StatusOr<std::unique_ptr<LocalNats>> LocalNats::start(const std::string& host, uint16_t port,
+                                                            const std::string& authorization,
                                                             const std::string& log_file,
                                                             absl::Duration timeout) {
   const std::string binary = find_binary();
@@ -65,7 +64,7 @@ absl::StatusOr<std::unique_ptr<LocalNats>> LocalNats::start(const std::string& h
   {
     const int fd = ::open(config.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     std::string text = absl::StrCat("listen: \"", host, ":", port, "\"\n");
-    if (!token.empty()) absl::StrAppend(&text, "authorization {\n  token: \"", token, "\"\n}\n");
+    absl::StrAppend(&text, authorization);
     const bool written =
         fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     if (fd >= 0) ::close(fd);
@@ -97,13 +96,13 @@ absl::StatusOr<std::unique_ptr<LocalNats>> LocalNats::start(const std::string& h
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       nats->pid_ = -1;
-      return absl::UnavailableError(absl::StrCat("nats-server on ", host, ":", port,
-                                                 " exited at once; its log: ", log_file));
+      return absl::UnavailableError(
+          absl::StrCat("nats-server on ", host, ":", port, " exited at once; its log: ", log_file));
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      return absl::UnavailableError(absl::StrCat("nats-server on ", host, ":", port,
-                                                 " did not accept connections in time; its log: ",
-                                                 log_file));
+      return absl::UnavailableError(
+          absl::StrCat("nats-server on ", host, ":", port,
+                       " did not accept connections in time; its log: ", log_file));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -18,11 +18,11 @@ class LocalNats {
  public:
   // Starts nats-server ($POSTAL_NATS_SERVER, else on PATH or in /usr/sbin) listening on
   // host:port, and returns once it accepts connections; FailedPrecondition when there is no
-  // nats-server, Unavailable when it did not come up within `timeout` (its log is named). With a
-  // `token` (nats_token) the server takes only clients that present it; it is written to a
-  // configuration file in a private folder (0700), never to argv.
+  // nats-server, Unavailable when it did not come up within `timeout` (its log is named).
+  // `authorization` (nats_permissions.h; empty: none) goes into a configuration file in a private
+  // folder (0700, the file 0600), never into argv.
   static absl::StatusOr<std::unique_ptr<LocalNats>> start(const std::string& host, uint16_t port,
-                                                          const std::string& token,
+                                                          const std::string& authorization,
                                                           const std::string& log_file,
                                                           absl::Duration timeout);
   ~LocalNats();  // SIGTERM, then SIGKILL after 5 s; reaped

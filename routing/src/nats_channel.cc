@@ -28,9 +28,9 @@ nats_tunnel::TunnelOptions tunnel_options(const ChannelAddr& addr, const Channel
   if (dialing && !options.nats_url.empty()) t.url = options.nats_url;
   t.timeout = std::min(options.dial_timeout, options.delivery_timeout);
   t.max_connections = options.max_connections;
-  // A topology with a key talks to NATS with the token derived from it (start_nats gives the
-  // server the same); a server without authorization ignores it.
-  if (options.key != nullptr) t.token = nats_token(*options.key);
+  // A topology with a key talks to NATS with credentials derived from it (start_nats gives the
+  // server the same); a server without authorization ignores them.
+  t.credentials = nats_credentials(options.key.get(), options.nats_member);
   return t;
 }
 
@@ -65,7 +65,7 @@ class NatsServer final : public ChannelServer {
   NatsServer(ChannelAddr addr, nats_tunnel::PrivateDir dir, std::unique_ptr<ChannelServer> inner)
       : addr_(std::move(addr)), dir_(std::move(dir)), inner_(std::move(inner)) {}
   ~NatsServer() override {
-    inner_.reset();   // GOODBYE server_stopping to every client, through the tunnel
+    inner_.reset();  // GOODBYE server_stopping to every client, through the tunnel
     tunnel_.reset();
   }
   void set_tunnel(std::unique_ptr<nats_tunnel::TunnelServer> t) { tunnel_ = std::move(t); }

@@ -10,14 +10,40 @@
 
 namespace postal::routing::internal {
 
-std::string nats_token(const routing::ChannelKey& key) {
-  static constexpr std::string_view kLabel = "postal nats token v1";
+namespace {
+
+std::string mac_hex(const routing::ChannelKey& key, std::string_view text) {
   unsigned char mac[32];
   unsigned int length = 0;
   HMAC(EVP_sha256(), key.bytes().data(), static_cast<int>(key.bytes().size()),
-       reinterpret_cast<const unsigned char*>(kLabel.data()), kLabel.size(), mac, &length);
+       reinterpret_cast<const unsigned char*>(text.data()), text.size(), mac, &length);
   return absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(mac), static_cast<size_t>(length)));
+}
+
+}  // namespace
+
+std::string nats_token(const routing::ChannelKey& key) {
+  return mac_hex(key, "postal nats token v1");
+}
+
+std::string nats_inbox_prefix(std::string_view user) {
+  return absl::StrCat("_INBOX.",
+                      absl::BytesToHexString(absl::string_view(user.data(), user.size())));
+}
+
+NatsCredentials nats_credentials(const routing::ChannelKey* key, std::string_view member) {
+  NatsCredentials c;
+  if (key == nullptr) return c;
+  c.token = nats_token(*key);
+  c.user = member.empty() ? std::string(kNatsDialOnlyUser) : std::string(member);
+  // The NUL keeps a name from running into the label.
+  std::string text("postal nats user v1", 19);
+  text.push_back('\0');
+  text += c.user;
+  c.password = mac_hex(*key, text);
+  c.inbox_prefix = nats_inbox_prefix(c.user);
+  return c;
 }
 
 absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
@@ -34,9 +60,12 @@ absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
   // A tunnel publishes what one read of a socket gave (frames batched already): send it now
   // rather than wait for libnats' flusher, which costs a round trip milliseconds.
   if (s == NATS_OK) s = natsOptions_SetSendAsap(o, true);
-  if (s == NATS_OK && !c->options_.token.empty()) {
-    s = natsOptions_SetToken(o, c->options_.token.c_str());
+  const NatsCredentials& creds = c->options_.credentials;
+  if (s == NATS_OK && !creds.token.empty()) s = natsOptions_SetToken(o, creds.token.c_str());
+  if (s == NATS_OK && !creds.user.empty()) {
+    s = natsOptions_SetUserInfo(o, creds.user.c_str(), creds.password.c_str());
   }
+  if (s == NATS_OK) s = natsOptions_SetCustomInboxPrefix(o, creds.inbox_prefix.c_str());
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(o, &NatsConn::on_event, c.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(o, &NatsConn::on_event, c.get());
   if (s == NATS_OK) s = natsOptions_SetClosedCB(o, &NatsConn::on_closed, c.get());
@@ -72,11 +101,12 @@ absl::Status NatsConn::subscribe(const std::string& subject,
   auto sub = std::make_unique<Sub>();
   sub->owner = this;
   sub->handler = std::move(handler);
-  natsStatus s = natsConnection_Subscribe(&sub->sub, nc_, subject.c_str(), &NatsConn::on_message,
-                                          sub.get());
+  natsStatus s =
+      natsConnection_Subscribe(&sub->sub, nc_, subject.c_str(), &NatsConn::on_message, sub.get());
   // The tunnel's own window bounds what waits; the library's pending limits would drop messages.
   if (s == NATS_OK) s = natsSubscription_SetPendingLimits(sub->sub, -1, -1);
-  if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(sub->sub, &NatsConn::on_complete, sub.get());
+  if (s == NATS_OK)
+    s = natsSubscription_SetOnCompleteCB(sub->sub, &NatsConn::on_complete, sub.get());
   // Once this returns the server has the subscription: a request right after reaches it.
   if (s == NATS_OK) {
     s = natsConnection_FlushTimeout(nc_, absl::ToInt64Milliseconds(options_.timeout));

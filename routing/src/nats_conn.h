@@ -2,13 +2,14 @@
 // callbacks are known to be over when it unsubscribes (routing internal; nats_tunnel.h).
 #pragma once
 
-#include <nats/nats.h>
-
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <nats/nats.h>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -22,9 +23,28 @@ class ChannelKey;  // channel_key.h
 namespace postal::routing::internal {
 
 // The NATS authorization token of a topology: HMAC-SHA256 of a fixed label under its channel key
-// (R-SEC-1), as hex. `postal up` gives the nats-server it starts this token (start_nats), and
+// (R-SEC-1), as hex. A cluster the operator runs may require it (`authorization { token }`);
 // every proc of the topology derives it from the secret it already holds, so none is handed out.
 std::string nats_token(const routing::ChannelKey& key);
+
+// What one member of a topology presents to NATS (R-SEC-4). With a key: the topology's token, and
+// a user of its own — the member's name (a node listening on nats://, ChannelOptions::nats_member)
+// or `~client` (every node that only dials: the host's client, tools, procs on ipc/tcp) — whose
+// password is HMAC-SHA256 of a label and the name under the key, and whose inboxes are under
+// `_INBOX.<hex of the name>`. The nats-server `postal up` starts (start_nats) knows these users
+// and what each may publish and subscribe (local_nats.h); a server that has no users ignores them.
+struct NatsCredentials {
+  std::string token;  // empty: none
+  std::string user;   // empty: none
+  std::string password;
+  std::string inbox_prefix = "_INBOX";
+};
+// No proc id is one: `~` only separates a label from an instance number.
+inline constexpr std::string_view kNatsDialOnlyUser = "~client";
+// No key: no credentials. `member` empty: the dial-only user.
+NatsCredentials nats_credentials(const routing::ChannelKey* key, std::string_view member);
+// `_INBOX.<hex of user>`: where a user's inboxes live.
+std::string nats_inbox_prefix(std::string_view user);
 
 class NatsConn {
  public:
@@ -32,7 +52,7 @@ class NatsConn {
     std::string url;
     absl::Duration timeout;  // connecting
     std::string name;        // shown by the server (connz)
-    std::string token;       // the server's authorization token; empty: none
+    NatsCredentials credentials;
     // The connection was lost, or came back after a loss (libnats threads; must not block).
     std::function<void()> on_lost;
   };
@@ -43,6 +63,8 @@ class NatsConn {
   NatsConn& operator=(const NatsConn&) = delete;
 
   natsConnection* nc() const { return nc_; }
+  // Where this connection's inboxes live (its credentials' prefix).
+  const std::string& inbox_prefix() const { return options_.credentials.inbox_prefix; }
   // The server's max_payload (bytes).
   size_t max_payload() const;
   // `handler` runs on the subscription's libnats thread, one message at a time; the message is

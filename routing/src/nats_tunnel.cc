@@ -3,7 +3,6 @@
 #include "nats_tunnel.h"
 
 #include <fcntl.h>
-#include <nats/nats.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,11 +13,13 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <optional>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
+
+#include <nats/nats.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -112,7 +113,8 @@ class Keeper {
             });
             for (const std::shared_ptr<Conn>& c : live) {
               natsStatus s;
-              const std::optional<Kind> kind = ask(nats, c->peer(), message(kProbe, 0), interval, &s);
+              const std::optional<Kind> kind =
+                  ask(nats, c->peer(), message(kProbe, 0), interval, &s);
               if (kind == kOpened) {
                 missed.erase(c.get());
               } else if (kind || s == NATS_NO_RESPONDERS || ++missed[c.get()] >= 3) {
@@ -142,7 +144,7 @@ class Server final : public TunnelServer, private TunnelEnd {
   absl::Status start() {
     absl::StatusOr<std::unique_ptr<NatsConn>> nats = NatsConn::connect(
         {options_.url, options_.timeout, absl::StrCat("postal channel server ", options_.subject),
-         options_.token, [this] { on_lost(); }});
+         options_.credentials, [this] { on_lost(); }});
     if (!nats.ok()) return nats.status();
     nats_ = *std::move(nats);
     if (absl::Status s = nats_->subscribe(absl::StrCat(options_.subject, ".t.*"),
@@ -200,7 +202,8 @@ class Server final : public TunnelServer, private TunnelEnd {
 
 class Client final : public TunnelClient, private TunnelEnd {
  public:
-  Client(TunnelOptions options, PrivateDir dir) : options_(std::move(options)), dir_(std::move(dir)) {}
+  Client(TunnelOptions options, PrivateDir dir)
+      : options_(std::move(options)), dir_(std::move(dir)) {}
   ~Client() override {
     stopping_.store(true);
     if (listener_ >= 0) ::shutdown(listener_, SHUT_RDWR);
@@ -223,17 +226,17 @@ class Client final : public TunnelClient, private TunnelEnd {
     std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
     if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
         ::listen(listener_, 64) != 0) {
-      return absl::InternalError(absl::StrCat("the nats:// tunnel cannot listen on ", path, ": ",
-                                              os_error(errno)));
+      return absl::InternalError(
+          absl::StrCat("the nats:// tunnel cannot listen on ", path, ": ", os_error(errno)));
     }
     absl::StatusOr<std::unique_ptr<NatsConn>> nats = NatsConn::connect(
         {options_.url, options_.timeout, absl::StrCat("postal channel client ", options_.subject),
-         options_.token, [this] { on_lost(); }});
+         options_.credentials, [this] { on_lost(); }});
     if (!nats.ok()) return nats.status();
     nats_ = *std::move(nats);
-    inbox_ = absl::StrCat("_INBOX.", random_id());
-    if (absl::Status s = nats_->subscribe(absl::StrCat(inbox_, ".*"),
-                                          [this](natsMsg* msg) { on_message(msg); });
+    inbox_ = absl::StrCat(nats_->inbox_prefix(), ".", random_id());
+    if (absl::Status s =
+            nats_->subscribe(absl::StrCat(inbox_, ".*"), [this](natsMsg* msg) { on_message(msg); });
         !s.ok()) {
       return s;
     }
@@ -249,10 +252,10 @@ class Client final : public TunnelClient, private TunnelEnd {
             options_.timeout, &s)) {
       return absl::OkStatus();
     }
-    return absl::UnavailableError(absl::StrCat(
-        "no proc serves subject ", options_.subject, " at ", options_.url, " (",
-        s == NATS_NO_RESPONDERS ? "no responders" : natsStatus_GetText(s),
-        "); check that the proc is up and serves that address"));
+    return absl::UnavailableError(
+        absl::StrCat("no proc serves subject ", options_.subject, " at ", options_.url, " (",
+                     s == NATS_NO_RESPONDERS ? "no responders" : natsStatus_GetText(s),
+                     "); check that the proc is up and serves that address"));
   }
 
   const runtime::ChannelAddr& local_addr() const override { return local_; }

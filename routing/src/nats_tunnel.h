@@ -34,27 +34,28 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "nats_conn.h"
 #include "postal/runtime/location.h"
 
 namespace postal::routing::internal::nats_tunnel {
 
 struct TunnelOptions {
-  std::string url;                  // nats://host:port
-  std::string subject;              // the served proc's subject
-  std::string token;                // the NATS server's token (nats_token); empty: none
-  absl::Duration timeout;           // connecting to NATS, and an OPEN's answer
-  size_t window = 4 << 20;          // unacked bytes per direction of a connection
-  size_t max_connections = 1024;    // virtual connections a server holds at once
+  std::string url;                              // nats://host:port
+  std::string subject;                          // the served proc's subject
+  NatsCredentials credentials;                  // what it presents to NATS (nats_credentials)
+  absl::Duration timeout;                       // connecting to NATS, and an OPEN's answer
+  size_t window = 4 << 20;                      // unacked bytes per direction of a connection
+  size_t max_connections = 1024;                // virtual connections a server holds at once
   absl::Duration keepalive = absl::Seconds(1);  // how often a connection's peer is probed
 };
 
 // What a tunnel counts (tests and diagnostics).
 struct TunnelStats {
-  uint64_t opened = 0;      // virtual connections made
-  uint64_t cut_gap = 0;     // cut for a gap in the DATA sequence
-  uint64_t cut_nats = 0;    // cut because the NATS connection was lost or came back
-  uint64_t cut_gone = 0;    // cut because the peer no longer had it (heartbeats)
-  uint64_t refused = 0;     // OPENs refused or unanswered
+  uint64_t opened = 0;    // virtual connections made
+  uint64_t cut_gap = 0;   // cut for a gap in the DATA sequence
+  uint64_t cut_nats = 0;  // cut because the NATS connection was lost or came back
+  uint64_t cut_gone = 0;  // cut because the peer no longer had it (heartbeats)
+  uint64_t refused = 0;   // OPENs refused or unanswered
 };
 
 class TunnelServer {

@@ -63,8 +63,13 @@ absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
     // Dial every nats:// peer through this node's own NATS server (ChannelOptions::nats_url).
     const std::string_view host = options.listen.host();
     const bool v6 = host.find(':') != std::string_view::npos;
-    options.channel.nats_url = absl::StrCat("nats://", v6 ? "[" : "", sv(host), v6 ? "]" : "",
-                                            ":", options.listen.port());
+    options.channel.nats_url =
+        absl::StrCat("nats://", v6 ? "[" : "", sv(host), v6 ? "]" : "", ":", options.listen.port());
+  }
+  if (options.listen.transport() == runtime::ChannelAddr::Transport::kNats &&
+      options.channel.nats_member.empty()) {
+    // Its NATS user is its proc id: the one allowed to serve its subject (R-SEC-4).
+    options.channel.nats_member = options.id.to_string();
   }
   if (options.listen.transport() == runtime::ChannelAddr::Transport::kIpc &&
       !options.listen.is_abstract()) {

@@ -2,15 +2,18 @@
 // the host (`[topology] start_nats`): real `postal proc` children talk through it — ping-pong
 // between every pair, a stream in order across the gateway, an undeliverable coming back.
 #include <arpa/inet.h>
-#include <nats/nats.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <nats/nats.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "nats_conn.h"
 #include "postal/routing/channel_key.h"
@@ -91,6 +94,8 @@ class NatsTopologyTest : public ::testing::Test {
     return runtime::request(host_->client(), drive_port(driver), std::move(r), kDeadline);
   }
 
+  std::string url() const { return absl::StrCat("nats://127.0.0.1:", port_); }
+
   int port_ = 0;
   std::unique_ptr<Host> host_;
 };
@@ -129,37 +134,131 @@ TEST_F(NatsTopologyTest, R_FAIL_3_AnUndeliverableComesBackAcrossNats) {
   EXPECT_EQ((*back)->root_failure()->invalid, runtime::InvalidReason::kActorNotExist);
 }
 
-// R-SEC-1 carried to NATS: the nats-server `postal up` starts takes only clients presenting the
-// token derived from the topology's secret — its procs do, a stranger does not.
-TEST_F(NatsTopologyTest, R_SEC_1_TheStartedNatsServerRefusesAClientWithoutTheTopologysToken) {
+// A libnats connection presenting `creds` (nothing when empty), recording the server's
+// permission violations.
+class NatsPeer {
+ public:
+  NatsPeer(const std::string& url, const internal::NatsCredentials* creds) {
+    natsOptions* o = nullptr;
+    natsOptions_Create(&o);
+    natsOptions_SetURL(o, url.c_str());
+    natsOptions_SetMaxReconnect(o, 0);
+    natsOptions_SetErrorHandler(o, &NatsPeer::on_error, this);
+    if (creds != nullptr && !creds->token.empty()) natsOptions_SetToken(o, creds->token.c_str());
+    if (creds != nullptr && !creds->user.empty()) {
+      natsOptions_SetUserInfo(o, creds->user.c_str(), creds->password.c_str());
+    }
+    status_ = natsConnection_Connect(&nc_, o);
+    natsOptions_Destroy(o);
+  }
+  ~NatsPeer() {
+    for (natsSubscription* s : subs_) natsSubscription_Destroy(s);
+    if (nc_ != nullptr) {
+      natsConnection_Close(nc_);
+      natsConnection_Destroy(nc_);
+    }
+  }
+  bool connected() const { return status_ == NATS_OK; }
+  void subscribe(const std::string& subject) {
+    natsSubscription* sub = nullptr;
+    if (natsConnection_SubscribeSync(&sub, nc_, subject.c_str()) == NATS_OK) subs_.push_back(sub);
+    natsConnection_Flush(nc_);
+  }
+  void publish(const std::string& subject) {
+    natsConnection_PublishString(nc_, subject.c_str(), "x");
+    natsConnection_Flush(nc_);
+  }
+  // Once `n` violations were reported (false at the deadline): their texts.
+  std::vector<std::string> violations(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return errors_.size() >= n; };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(10));
+    return errors_;
+  }
+
+ private:
+  static void on_error(natsConnection* nc, natsSubscription*, natsStatus s, void* self) {
+    auto* p = static_cast<NatsPeer*>(self);
+    const char* text = nullptr;
+    natsConnection_GetLastError(nc, &text);
+    absl::MutexLock lock(&p->mu_);
+    p->errors_.push_back(absl::StrCat(natsStatus_GetText(s), ": ", text ? text : ""));
+  }
+
+  natsConnection* nc_ = nullptr;
+  natsStatus status_ = NATS_ERR;
+  std::vector<natsSubscription*> subs_;
+  absl::Mutex mu_;
+  std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
+};
+
+// R-SEC-4 (R-SEC-1 carried to NATS): the nats-server `postal up` starts takes only the users
+// derived from the topology's secret — a stranger, the bare token and a wrong password are refused.
+TEST_F(NatsTopologyTest, R_SEC_4_TheStartedNatsServerRefusesAClientWithoutTheTopologysUsers) {
   up();
-  const std::string url = absl::StrCat("nats://127.0.0.1:", port_);
-  natsConnection* nc = nullptr;
-  natsOptions* o = nullptr;
-  ASSERT_EQ(natsOptions_Create(&o), NATS_OK);
-  ASSERT_EQ(natsOptions_SetURL(o, url.c_str()), NATS_OK);
-  ASSERT_EQ(natsOptions_SetMaxReconnect(o, 0), NATS_OK);
-  EXPECT_NE(natsConnection_Connect(&nc, o), NATS_OK) << "a client without the token got in";
-  if (nc != nullptr) natsConnection_Destroy(nc);
-  nc = nullptr;
   auto key = ChannelKey::derive(host_->secret());
   ASSERT_TRUE(key.ok()) << key.status();
-  const std::string token = internal::nats_token(**key);
-  ASSERT_EQ(natsOptions_SetToken(o, token.c_str()), NATS_OK);
-  EXPECT_EQ(natsConnection_Connect(&nc, o), NATS_OK) << "the topology's own token was refused";
-  if (nc != nullptr) natsConnection_Destroy(nc);
-  natsOptions_Destroy(o);
+  EXPECT_FALSE(NatsPeer(url(), nullptr).connected()) << "a client without credentials got in";
+  internal::NatsCredentials token_only;
+  token_only.token = internal::nats_token(**key);
+  EXPECT_FALSE(NatsPeer(url(), &token_only).connected()) << "the token alone is not a user";
+  internal::NatsCredentials wrong = internal::nats_credentials(key->get(), "alpha");
+  wrong.password = internal::nats_credentials(key->get(), "beta").password;
+  EXPECT_FALSE(NatsPeer(url(), &wrong).connected()) << "beta's password let alpha in";
+  const internal::NatsCredentials alpha = internal::nats_credentials(key->get(), "alpha");
+  EXPECT_TRUE(NatsPeer(url(), &alpha).connected()) << "alpha's own credentials were refused";
   // And the topology works through it.
   auto r = drive(actor("alpha", "driver"), "ping-pong", actor("gamma", "echo"), 100);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->messages, 100u);
 }
 
+// R-SEC-4: each member may serve (subscribe to) only its own subject and inboxes, and publish
+// only to the topology's subjects and inboxes; the dial-only user serves nothing. Each forbidden
+// call follows an allowed one, so a violation reported for the allowed one would show.
+TEST_F(NatsTopologyTest, R_SEC_4_AMemberMayServeOnlyItsOwnSubjectAndPublishOnlyInTheTopology) {
+  up();
+  auto key = ChannelKey::derive(host_->secret());
+  ASSERT_TRUE(key.ok()) << key.status();
+  const std::string beta = std::string(at("beta").subject());
+  const std::string alpha_subject = std::string(at("alpha").subject());
+  const internal::NatsCredentials alpha = internal::nats_credentials(key->get(), "alpha");
+  NatsPeer a(url(), &alpha);
+  ASSERT_TRUE(a.connected());
+  a.subscribe(alpha.inbox_prefix + ".mine");
+  a.subscribe(beta + ".t.*");  // serving beta: forbidden
+  std::vector<std::string> v = a.violations(1);
+  ASSERT_EQ(v.size(), 1u) << "alpha subscribed to beta's subject";
+  EXPECT_NE(v[0].find(beta), std::string::npos) << v[0];
+  a.subscribe(internal::nats_inbox_prefix("beta") + ".*");  // reading beta's inboxes
+  v = a.violations(2);
+  ASSERT_EQ(v.size(), 2u) << "alpha subscribed to beta's inboxes";
+  a.publish(beta + ".t.stray");  // allowed: beta's tunnel drops an unknown connection
+  a.publish("$JS.API.INFO");     // outside the topology
+  v = a.violations(3);
+  ASSERT_EQ(v.size(), 3u) << "alpha published outside the topology";
+  EXPECT_NE(v[2].find("$JS.API.INFO"), std::string::npos) << v[2];
+
+  const internal::NatsCredentials client = internal::nats_credentials(key->get(), "");
+  EXPECT_EQ(client.user, internal::kNatsDialOnlyUser);
+  NatsPeer c(url(), &client);
+  ASSERT_TRUE(c.connected());
+  c.subscribe(client.inbox_prefix + ".mine");
+  c.subscribe(alpha_subject + ".t.*");  // the dial-only user serves nothing
+  v = c.violations(1);
+  ASSERT_EQ(v.size(), 1u) << "the dial-only user subscribed to alpha's subject";
+  EXPECT_NE(v[0].find(alpha_subject), std::string::npos) << v[0];
+  // The members themselves are unaffected.
+  auto r = drive(actor("beta", "driver"), "ping-pong", actor("alpha", "echo"), 100);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->messages, 100u);
+}
+
 TEST_F(NatsTopologyTest, StartNatsIsCheckedInTheFile) {
   for (const char* bad : {"4222", "127.0.0.1", "127.0.0.1:0", "[::1]:4222", "h:99999"}) {
-    const std::string toml = absl::StrCat(
-        "[topology]\nname = \"t\"\nstart_nats = \"", bad,
-        "\"\n[[proc]]\nname = \"a\"\nlisten = \"nats://127.0.0.1:4222/t.a\"\n");
+    const std::string toml =
+        absl::StrCat("[topology]\nname = \"t\"\nstart_nats = \"", bad,
+                     "\"\n[[proc]]\nname = \"a\"\nlisten = \"nats://127.0.0.1:4222/t.a\"\n");
     absl::StatusOr<TopologySpec> s = parse_topology(toml, "t.toml");
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_NE(s.status().message().find("start_nats"), std::string::npos) << s.status();

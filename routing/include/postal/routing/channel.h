@@ -37,6 +37,9 @@ struct ChannelOptions {
   // node, and the cluster routes to the peer's. Empty: the server in the address dialed. A Node
   // listening on nats:// sets it to its own server.
   std::string nats_url;
+  // nats:// channels of a topology with a key: the NATS user this side is (nats_conn.h, R-SEC-4).
+  // A Node listening on nats:// sets it to its proc id; empty: the dial-only user `client`.
+  std::string nats_member;
   // Largest frame (the length prefix's value: kind + body) either side sends or accepts.
   // R-CHAN-3: a larger envelope fails alone with OversizedFrame; a peer that announces a larger
   // frame loses its connection.
