@@ -13,7 +13,7 @@ PACKAGES=(
   libcereal-dev libabsl-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libsqlite3-dev sqlite3 libmimalloc-dev
-  libssl-dev
+  libssl-dev openssl
   nats-server libnats-dev
   # tests and benchmarks (libcaf-dev: the peer runtime the benchmarks compare against)
   libgtest-dev libgmock-dev googletest libbenchmark-dev libcaf-dev

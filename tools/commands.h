@@ -76,6 +76,9 @@ struct Mq9Command {
   std::string nats_prefix = "POSTAL";  // the NATS store's stream and bucket names
   int nats_replicas = 1;               // 1, or 3 in a cluster
   std::string nats_token_env;          // the variable holding the NATS server's token
+  std::string nats_tls_ca;             // TLS to the NATS store's servers; empty: plain TCP
+  std::string nats_tls_cert;
+  std::string nats_tls_key;
 };
 int mq9_command(const Mq9Command& command);
 

@@ -182,6 +182,16 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({1, 3}));
   mq9_app->add_option("--nats-token-env", mq9.nats_token_env,
                       "with a nats:// store: the environment variable holding the server's token");
+  mq9_app->add_option("--nats-tls-ca", mq9.nats_tls_ca,
+                      "with a nats:// store: talk TLS to it, trusting this CA's certificates");
+  mq9_app->add_option("--nats-tls-cert", mq9.nats_tls_cert,
+                      "with --nats-tls-ca: a client certificate (PEM) for servers that verify "
+                      "clients")
+      ->needs("--nats-tls-ca");
+  mq9_app->add_option("--nats-tls-key", mq9.nats_tls_key,
+                      "with --nats-tls-cert: its private key (PEM)")
+      ->needs("--nats-tls-cert");
+  mq9_app->get_option("--nats-tls-cert")->needs("--nats-tls-key");
   mq9_app->add_option("--durability", mq9.durability, "os (default) | disk")
       ->check(CLI::IsMember({"os", "disk"}));
   mq9_app->add_option("--token-env", mq9.token_env,

@@ -2,7 +2,8 @@
 // subject protocol (postal/mail/mq9_bridge.h, docs/mq9.md) until SIGINT or SIGTERM.
 //
 // The store is a SQLite file (`--store FILE`; critical and urgent messages survive a restart, as
-// mq9 asks), JetStream on a NATS cluster (`--store nats://…`, nats_mail_store.h) or memory. The token, when wanted, comes from an environment variable named by
+// mq9 asks), JetStream on a NATS cluster (`--store nats://…`, nats_mail_store.h) or memory. The
+// token, when wanted, comes from an environment variable named by
 // `--token-env`, never from argv (other users can read a process's argv).
 #include <signal.h>
 
@@ -36,12 +37,15 @@ absl::StatusOr<std::shared_ptr<mail::MailStore>> open_store(const Mq9Command& co
   if (command.store.starts_with("nats://")) {
     mail::NatsStoreOptions no{.url = command.store,
                               .prefix = command.nats_prefix,
+                              .tls_ca_file = command.nats_tls_ca,
+                              .tls_cert_file = command.nats_tls_cert,
+                              .tls_key_file = command.nats_tls_key,
                               .replicas = command.nats_replicas};
     if (!command.nats_token_env.empty()) {
       const char* token = std::getenv(command.nats_token_env.c_str());
       if (!token || !*token) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--nats-token-env ", command.nats_token_env, ": the variable is not set or empty"));
+        return absl::InvalidArgumentError(absl::StrCat("--nats-token-env ", command.nats_token_env,
+                                                       ": the variable is not set or empty"));
       }
       no.token = token;
     }

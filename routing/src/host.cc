@@ -56,6 +56,7 @@ Host::Host(TopologySpec spec, HostOptions options)
     : spec_(std::move(spec)), options_(std::move(options)) {
   if (spec_.ready_timeout) options_.ready_timeout = *spec_.ready_timeout;
   if (spec_.delivery_timeout) options_.channel.delivery_timeout = *spec_.delivery_timeout;
+  if (spec_.nats_tls.enabled()) options_.channel.nats_tls = spec_.nats_tls;
 }
 
 absl::StatusOr<std::unique_ptr<Host>> Host::up(const TopologySpec& spec, HostOptions options) {
@@ -180,6 +181,12 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
               {"--heartbeat-ms",
                absl::StrCat(absl::ToInt64Milliseconds(options_.channel.heartbeat_interval), ",",
                             absl::ToInt64Milliseconds(options_.channel.heartbeat_timeout))});
+  if (const NatsTls& tls = options_.channel.nats_tls; tls.enabled()) {
+    args.insert(args.end(), {"--nats-tls-ca", tls.ca_file});
+    if (!tls.cert_file.empty()) {
+      args.insert(args.end(), {"--nats-tls-cert", tls.cert_file, "--nats-tls-key", tls.key_file});
+    }
+  }
   if (const std::optional<std::string>& log = spec.log ? spec.log : spec_.log) {
     args.insert(args.end(), {"--log-level", *log});
   }

@@ -31,6 +31,7 @@ nats_tunnel::TunnelOptions tunnel_options(const ChannelAddr& addr, const Channel
   // A topology with a key talks to NATS with credentials derived from it (start_nats gives the
   // server the same); a server without authorization ignores them.
   t.credentials = nats_credentials(options.key.get(), options.nats_member);
+  t.tls = options.nats_tls;
   return t;
 }
 

@@ -21,6 +21,32 @@ std::string mac_hex(const routing::ChannelKey& key, std::string_view text) {
       absl::string_view(reinterpret_cast<const char*>(mac), static_cast<size_t>(length)));
 }
 
+// What libnats said last on this thread, for an error message.
+std::string last_error() {
+  const char* text = nats_GetLastError(nullptr);
+  return text != nullptr && *text != '\0' ? text : "no detail";
+}
+
+absl::Status use_tls(natsOptions* o, const routing::NatsTls& tls) {
+  if (!tls.enabled()) return absl::OkStatus();
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "NATS TLS: a client certificate needs both its cert file and its key file");
+  }
+  if (natsOptions_SetSecure(o, true) != NATS_OK ||
+      natsOptions_LoadCATrustedCertificates(o, tls.ca_file.c_str()) != NATS_OK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NATS TLS: cannot load the CA file ", tls.ca_file, ": ", last_error()));
+  }
+  if (!tls.cert_file.empty() && natsOptions_LoadCertificatesChain(
+                                    o, tls.cert_file.c_str(), tls.key_file.c_str()) != NATS_OK) {
+    return absl::InvalidArgumentError(absl::StrCat("NATS TLS: cannot load the client certificate ",
+                                                   tls.cert_file, " with key ", tls.key_file, ": ",
+                                                   last_error()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string nats_token(const routing::ChannelKey& key) {
@@ -66,15 +92,24 @@ absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
     s = natsOptions_SetUserInfo(o, creds.user.c_str(), creds.password.c_str());
   }
   if (s == NATS_OK) s = natsOptions_SetCustomInboxPrefix(o, creds.inbox_prefix.c_str());
+  if (s == NATS_OK) {
+    if (absl::Status tls = use_tls(o, c->options_.tls); !tls.ok()) {
+      natsOptions_Destroy(o);
+      return tls;
+    }
+  }
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(o, &NatsConn::on_event, c.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(o, &NatsConn::on_event, c.get());
   if (s == NATS_OK) s = natsOptions_SetClosedCB(o, &NatsConn::on_closed, c.get());
   if (s == NATS_OK) s = natsConnection_Connect(&c->nc_, o);
   natsOptions_Destroy(o);
   if (s != NATS_OK) {
+    const bool tls = c->options_.tls.enabled();
     return absl::UnavailableError(absl::StrCat(
-        "cannot connect to the NATS server at ", c->options_.url, ": ", natsStatus_GetText(s),
-        "; check that nats-server runs there and is reachable"));
+        "cannot connect to the NATS server at ", c->options_.url, tls ? " with TLS" : "", ": ",
+        natsStatus_GetText(s), " (", last_error(), ")",
+        tls ? "; check that it serves TLS with a certificate for that host signed by the CA file"
+            : "; check that nats-server runs there and is reachable (and whether it wants TLS)"));
   }
   return c;
 }

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "postal/routing/channel.h"
 
 namespace postal::routing {
 class ChannelKey;  // channel_key.h
@@ -53,6 +54,7 @@ class NatsConn {
     absl::Duration timeout;  // connecting
     std::string name;        // shown by the server (connz)
     NatsCredentials credentials;
+    routing::NatsTls tls;
     // The connection was lost, or came back after a loss (libnats threads; must not block).
     std::function<void()> on_lost;
   };

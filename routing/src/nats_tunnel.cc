@@ -144,7 +144,7 @@ class Server final : public TunnelServer, private TunnelEnd {
   absl::Status start() {
     absl::StatusOr<std::unique_ptr<NatsConn>> nats = NatsConn::connect(
         {options_.url, options_.timeout, absl::StrCat("postal channel server ", options_.subject),
-         options_.credentials, [this] { on_lost(); }});
+         options_.credentials, options_.tls, [this] { on_lost(); }});
     if (!nats.ok()) return nats.status();
     nats_ = *std::move(nats);
     if (absl::Status s = nats_->subscribe(absl::StrCat(options_.subject, ".t.*"),
@@ -231,7 +231,7 @@ class Client final : public TunnelClient, private TunnelEnd {
     }
     absl::StatusOr<std::unique_ptr<NatsConn>> nats = NatsConn::connect(
         {options_.url, options_.timeout, absl::StrCat("postal channel client ", options_.subject),
-         options_.credentials, [this] { on_lost(); }});
+         options_.credentials, options_.tls, [this] { on_lost(); }});
     if (!nats.ok()) return nats.status();
     nats_ = *std::move(nats);
     inbox_ = absl::StrCat(nats_->inbox_prefix(), ".", random_id());

@@ -43,6 +43,7 @@ struct TunnelOptions {
   std::string url;                              // nats://host:port
   std::string subject;                          // the served proc's subject
   NatsCredentials credentials;                  // what it presents to NATS (nats_credentials)
+  routing::NatsTls tls;                         // TLS to the server; off unless a CA file is given
   absl::Duration timeout;                       // connecting to NATS, and an OPEN's answer
   size_t window = 4 << 20;                      // unacked bytes per direction of a connection
   size_t max_connections = 1024;                // virtual connections a server holds at once

@@ -26,12 +26,17 @@ constexpr std::string_view kUsage =
     "usage: postal proc --name NAME --listen ADDR [--location LOC] [--workers N]\n"
     "                   [--ready-fd FD] [--secret-fd FD] [--delivery-timeout-ms N]\n"
     "                   [--log-level SPEC] [--heartbeat-ms INTERVAL,TIMEOUT] [--parent-pid PID]\n"
+    "                   [--nats-tls-ca FILE [--nats-tls-cert FILE --nats-tls-key FILE]]\n"
     "Runs one proc (hosts launch it; see docs/topologies.md). Writes `POSTAL-READY <proc address>\n"
-    "<listen address>` to the ready fd once serving; runs until SIGINT/SIGTERM or its parent dies.\n"
+    "<listen address>` to the ready fd once serving; runs until SIGINT/SIGTERM or its parent "
+    "dies.\n"
     "--log-level takes POSTAL_LOG's syntax, e.g. info,postal.routing=debug.\n"
-    "--heartbeat-ms sets the channels' heartbeats, e.g. 1000,5000 (the default); 0,0 turns them off.\n"
+    "--heartbeat-ms sets the channels' heartbeats, e.g. 1000,5000 (the default); 0,0 turns them "
+    "off.\n"
     "--secret-fd (or POSTAL_SECRET_FD) names an fd holding the topology secret: the proc reads it\n"
-    "to the end, closes it, and authenticates every channel with it (docs/security.md).\n";
+    "to the end, closes it, and authenticates every channel with it (docs/security.md).\n"
+    "--nats-tls-ca makes every nats:// channel talk TLS to its NATS server, trusting only server\n"
+    "certificates signed by that CA; --nats-tls-cert/--nats-tls-key add a client certificate.\n";
 
 const runtime::Logger& log() { return runtime::Logger::routing(); }
 
@@ -48,6 +53,7 @@ struct ProcFlags {
   int delivery_timeout_ms = 0;  // 0: the channel default
   int parent_pid = 0;           // 0: not checked
   std::string log_level;        // empty: POSTAL_LOG or the default
+  NatsTls nats_tls;             // files; empty: plain TCP to NATS
   // R-FLOW-4: heartbeat_interval and heartbeat_timeout in ms; -1: the channel default.
   int heartbeat_interval_ms = -1;
   int heartbeat_timeout_ms = -1;
@@ -77,6 +83,12 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
       out.location = value;
     } else if (key == "--log-level") {
       out.log_level = value;
+    } else if (key == "--nats-tls-ca") {
+      out.nats_tls.ca_file = value;
+    } else if (key == "--nats-tls-cert") {
+      out.nats_tls.cert_file = value;
+    } else if (key == "--nats-tls-key") {
+      out.nats_tls.key_file = value;
     } else if (key == "--workers" || key == internal::kReadyFdFlag ||
                key == internal::kSecretFdFlag || key == "--delivery-timeout-ms" ||
                key == "--parent-pid") {
@@ -97,17 +109,33 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
           !absl::SimpleAtoi(sv(value.substr(0, comma)), &out.heartbeat_interval_ms) ||
           !absl::SimpleAtoi(sv(value.substr(comma + 1)), &out.heartbeat_timeout_ms) ||
           out.heartbeat_interval_ms < 0 || out.heartbeat_timeout_ms < 0) {
-        log().error(absl::StrCat("postal proc: --heartbeat-ms wants INTERVAL,TIMEOUT in ms, e.g. "
-                                 "1000,5000, got \"", sv(value), "\""));
+        log().error(
+            absl::StrCat("postal proc: --heartbeat-ms wants INTERVAL,TIMEOUT in ms, e.g. "
+                         "1000,5000, got \"",
+                         sv(value), "\""));
         return ParseResult::kUsageError;
       }
     } else {
-      log().error(absl::StrCat("postal proc: unknown flag ", sv(key),
-                               " (known: --name, --listen, --location, --workers, --ready-fd, "
-                               "--secret-fd, --delivery-timeout-ms, --log-level, --heartbeat-ms, "
-                               "--parent-pid, --help)"));
+      log().error(
+          absl::StrCat("postal proc: unknown flag ", sv(key),
+                       " (known: --name, --listen, --location, --workers, --ready-fd, "
+                       "--secret-fd, --delivery-timeout-ms, --log-level, --heartbeat-ms, "
+                       "--parent-pid, --nats-tls-ca, --nats-tls-cert, --nats-tls-key, --help)"));
       return ParseResult::kUsageError;
     }
+  }
+  if (!out.nats_tls.enabled() &&
+      !(out.nats_tls.cert_file.empty() && out.nats_tls.key_file.empty())) {
+    log().error(
+        "postal proc: --nats-tls-cert and --nats-tls-key need --nats-tls-ca (the CA that "
+        "signed the NATS server's certificate)");
+    return ParseResult::kUsageError;
+  }
+  if (out.nats_tls.cert_file.empty() != out.nats_tls.key_file.empty()) {
+    log().error(
+        "postal proc: a NATS client certificate needs both --nats-tls-cert and "
+        "--nats-tls-key");
+    return ParseResult::kUsageError;
   }
   if (out.name.empty() || out.listen.empty()) {
     log().error(
@@ -140,12 +168,14 @@ absl::StatusOr<std::shared_ptr<const ChannelKey>> key_from(int secret_fd) {
 int proc_main(int argc, char** argv) {
   ProcFlags flags;
   switch (parse_flags(argc, argv, flags)) {
-    case ParseResult::kOk: break;
+    case ParseResult::kOk:
+      break;
     case ParseResult::kHelp:
       // proc_main is a program's main: its usage goes to stdout like any command's --help.
       std::fwrite(kUsage.data(), 1, kUsage.size(), stdout);
       return 0;
-    case ParseResult::kUsageError: return 2;
+    case ParseResult::kUsageError:
+      return 2;
   }
   if (!flags.log_level.empty()) {
     if (absl::Status s = runtime::configure_logging(flags.log_level); !s.ok()) {
@@ -166,8 +196,8 @@ int proc_main(int argc, char** argv) {
   absl::StatusOr<runtime::Label> name = runtime::Label::parse(flags.name);
   absl::StatusOr<runtime::ChannelAddr> listen = runtime::ChannelAddr::parse(flags.listen);
   if (!name.ok() || !listen.ok()) {
-    log().error(absl::StrCat("postal proc: ",
-                             (!name.ok() ? name.status() : listen.status()).message()));
+    log().error(
+        absl::StrCat("postal proc: ", (!name.ok() ? name.status() : listen.status()).message()));
     return 2;
   }
   NodeOptions options;
@@ -187,6 +217,7 @@ int proc_main(int argc, char** argv) {
     return 2;
   }
   options.channel.key = *std::move(key);
+  options.channel.nats_tls = flags.nats_tls;
   if (!flags.location.empty()) {
     absl::StatusOr<runtime::Location> location = runtime::Location::parse(flags.location);
     if (!location.ok()) {

@@ -63,8 +63,8 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     return fail(node->source(), "", R"(topology must be a table; write [topology] name = "demo")");
   }
   const Entry e{*node->as_table(), "[topology]"};
-  POSTAL_TOPO_TRY(check_keys(
-      e, {"name", "on_proc_exit", "ready_timeout", "delivery_timeout", "log", "start_nats"}));
+  POSTAL_TOPO_TRY(check_keys(e, {"name", "on_proc_exit", "ready_timeout", "delivery_timeout", "log",
+                                 "start_nats", "nats_tls_ca", "nats_tls_cert", "nats_tls_key"}));
   std::optional<std::string> name, exit, timeout;
   POSTAL_TOPO_TRY(read_label(e, "name", true, R"(name = "demo")", name));
   spec.name = *name;
@@ -105,14 +105,46 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
   std::optional<std::string> nats;
   POSTAL_TOPO_TRY(read_string(e, "start_nats", false, R"(start_nats = "127.0.0.1:4222")", nats));
   if (nats) {
-    absl::StatusOr<runtime::ChannelAddr> at = runtime::ChannelAddr::parse(absl::StrCat("tcp://", *nats));
+    absl::StatusOr<runtime::ChannelAddr> at =
+        runtime::ChannelAddr::parse(absl::StrCat("tcp://", *nats));
     if (!at.ok() || at->port() == 0 || at->host().find(':') != std::string_view::npos) {
-      return fail(e.table.get("start_nats")->source(), e.where,
-                  absl::StrCat("start_nats ", quote(*nats),
-                               R"( is not an IPv4 host:port with a port; write e.g. "127.0.0.1:4222")"));
+      return fail(
+          e.table.get("start_nats")->source(), e.where,
+          absl::StrCat("start_nats ", quote(*nats),
+                       R"( is not an IPv4 host:port with a port; write e.g. "127.0.0.1:4222")"));
     }
     spec.start_nats = *nats;
   }
+  return check_nats_tls(e, spec.nats_tls);
+}
+
+absl::Status Checker::check_nats_tls(const Entry& e, NatsTls& tls) const {
+  std::optional<std::string> ca, cert, key;
+  POSTAL_TOPO_TRY(
+      read_string(e, "nats_tls_ca", false, R"(nats_tls_ca = "/etc/postal/ca.pem")", ca));
+  POSTAL_TOPO_TRY(
+      read_string(e, "nats_tls_cert", false, R"(nats_tls_cert = "/etc/postal/proc.pem")", cert));
+  POSTAL_TOPO_TRY(
+      read_string(e, "nats_tls_key", false, R"(nats_tls_key = "/etc/postal/proc-key.pem")", key));
+  for (const auto* f : {&ca, &cert, &key}) {
+    if (*f && f->value().empty()) {
+      const char* name = f == &ca ? "nats_tls_ca" : f == &cert ? "nats_tls_cert" : "nats_tls_key";
+      return fail(e.table.get(name)->source(), e.where,
+                  absl::StrCat(name, " is empty; name a PEM file, or leave the key out"));
+    }
+  }
+  if ((cert || key) && !ca) {
+    const char* name = cert ? "nats_tls_cert" : "nats_tls_key";
+    return fail(e.table.get(name)->source(), e.where,
+                absl::StrCat(name, R"( needs nats_tls_ca, the CA that signed the NATS server's )",
+                             R"(certificate; add e.g. nats_tls_ca = "/etc/postal/ca.pem")"));
+  }
+  if (cert.has_value() != key.has_value()) {
+    const char* name = cert ? "nats_tls_cert" : "nats_tls_key";
+    return fail(e.table.get(name)->source(), e.where,
+                "a NATS client certificate needs both nats_tls_cert and nats_tls_key");
+  }
+  tls = NatsTls{ca.value_or(""), cert.value_or(""), key.value_or("")};
   return absl::OkStatus();
 }
 

@@ -85,6 +85,7 @@ class Checker {
                          std::vector<const toml::table*>& out) const;
 
   absl::Status check_topology(const toml::table& root, TopologySpec& spec) const;
+  absl::Status check_nats_tls(const Entry& e, NatsTls& tls) const;
   absl::Status check_gateways(const toml::table& root, TopologySpec& spec);
   absl::Status check_procs(const toml::table& root, TopologySpec& spec);
   absl::Status check_actors(const toml::table& root, TopologySpec& spec);

@@ -2,18 +2,20 @@
 // more than one store on one server, a server that is not there or dies mid-traffic, bad
 // options, a message over the server's max_payload, a record written by a stranger. Each test
 // runs a real nats-server of its own.
-#include <nats/nats.h>
+#include "postal/mail/nats_mail_store.h"
 
 #include <atomic>
 #include <thread>
 #include <vector>
 
+#include <nats/nats.h>
+
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "postal/mail/mail_errors.h"
-#include "postal/mail/nats_mail_store.h"
 #include "support/nats_server.h"
 #include "support/scratch_dir.h"
+#include "support/test_certs.h"
 #include "support/wait_for.h"
 
 namespace postal::mail {
@@ -122,9 +124,9 @@ TEST_F(NatsStoreTest, AServerKilledMidTrafficFailsAppendsThenTheStoreWorksAgain)
   ASSERT_FALSE(lost.ok());
   EXPECT_TRUE(IsIoFailed(lost.status())) << lost.status();
   ASSERT_TRUE(server_->restart()) << server_->log();
-  ASSERT_TRUE(test_support::wait_for(
-      [&] { return store->append("box", Priority::kCritical, "after").ok(); }))
-      << "the store did not reconnect";
+  ASSERT_TRUE(test_support::wait_for([&] {
+    return store->append("box", Priority::kCritical, "after").ok();
+  })) << "the store did not reconnect";
   absl::StatusOr<std::vector<StoredMessage>> all = store->read_all("box");
   ASSERT_TRUE(all.ok()) << all.status();
   std::vector<uint64_t> kept;
@@ -153,6 +155,50 @@ TEST_F(NatsStoreTest, AForeignRecordIsRefusedByItsLookupAndSkippedByListings) {
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].id, "good");
   EXPECT_TRUE(store->append("good", Priority::kNormal, "still works").ok());
+}
+
+// TLS to the server (NatsStoreOptions::tls_*): a server that serves TLS and verifies clients
+// takes a store with the CA and a client certificate, and refuses one without TLS, one trusting
+// another CA and one without a client certificate.
+TEST(NatsStoreTlsTest, AStoreTalksTlsWithItsCaAndClientCertificateAndNothingElseConnects) {
+  ASSERT_FALSE(NatsServer::binary().empty()) << NatsServer::kMissing;
+  test_support::ScratchDir scratch;
+  test_support::TestCerts certs(scratch.path() / "certs");
+  ASSERT_TRUE(certs.ok()) << "openssl failed; see " << certs.log();
+  NatsServer server(scratch.path() / "nats",
+                    {"--tls", "--tlscert", certs.server_cert(), "--tlskey", certs.server_key(),
+                     "--tlsverify", "--tlscacert", certs.ca_file()});
+  ASSERT_TRUE(server.ready()) << server.log();
+  auto open = [&](std::string ca, std::string cert, std::string key) {
+    return NatsMailStore::open({.url = server.url(),
+                                .tls_ca_file = std::move(ca),
+                                .tls_cert_file = std::move(cert),
+                                .tls_key_file = std::move(key),
+                                .timeout = absl::Seconds(2)});
+  };
+  for (auto [ca, cert] : {std::pair{std::string(), std::string()},
+                          std::pair{certs.other_ca_file(), certs.client_cert()},
+                          std::pair{certs.ca_file(), std::string()}}) {
+    absl::StatusOr<std::unique_ptr<MailStore>> refused =
+        open(ca, cert, cert.empty() ? "" : certs.client_key());
+    ASSERT_FALSE(refused.ok()) << "ca " << ca << ", cert " << cert;
+    EXPECT_TRUE(IsIoFailed(refused.status())) << refused.status();
+  }
+  absl::StatusOr<std::unique_ptr<MailStore>> missing = open(certs.path("no-such-ca.pem"), "", "");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(missing.status())) << missing.status();
+  EXPECT_NE(missing.status().message().find("no-such-ca.pem"), std::string::npos)
+      << missing.status();
+  absl::StatusOr<std::unique_ptr<MailStore>> store =
+      open(certs.ca_file(), certs.client_cert(), certs.client_key());
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->create({.name = "tls"}).ok());
+  const uint64_t seq = *(*store)->append("tls", Priority::kCritical, "over TLS");
+  absl::StatusOr<std::vector<StoredMessage>> seen = (*store)->read_all("tls");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  ASSERT_EQ(seen->size(), 1u);
+  EXPECT_EQ((*seen)[0].seq, seq);
+  EXPECT_EQ((*seen)[0].body, "over TLS");
 }
 
 }  // namespace

@@ -22,6 +22,8 @@
 #include "postal/routing/workload.h"
 #include "postal/runtime/port.h"
 #include "support/nats_server.h"
+#include "support/scratch_dir.h"
+#include "support/test_certs.h"
 
 namespace postal::routing {
 namespace {
@@ -270,6 +272,75 @@ TEST_F(NatsTopologyTest, StartNatsIsCheckedInTheFile) {
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->start_nats, "127.0.0.1:4222");
   EXPECT_EQ(ok->procs[0].listen.subject(), "t.a");
+}
+
+TEST_F(NatsTopologyTest, NatsTlsIsCheckedInTheFile) {
+  const std::string head = "[topology]\nname = \"t\"\n";
+  const std::string proc = "[[proc]]\nname = \"a\"\nlisten = \"nats://127.0.0.1:4222/t.a\"\n";
+  struct Bad {
+    const char* keys;
+    const char* says;
+  };
+  for (Bad b : {Bad{"nats_tls_ca = \"\"\n", "nats_tls_ca is empty"},
+                Bad{"nats_tls_cert = \"c.pem\"\nnats_tls_key = \"k.pem\"\n", "needs nats_tls_ca"},
+                Bad{"nats_tls_ca = \"ca.pem\"\nnats_tls_cert = \"c.pem\"\n", "needs both"},
+                Bad{"nats_tls_ca = 7\n", "nats_tls_ca"}}) {
+    absl::StatusOr<TopologySpec> s = parse_topology(head + b.keys + proc, "t.toml");
+    ASSERT_FALSE(s.ok()) << b.keys;
+    EXPECT_NE(s.status().message().find(b.says), std::string::npos) << s.status();
+  }
+  absl::StatusOr<TopologySpec> ok = parse_topology(
+      head + "nats_tls_ca = \"ca.pem\"\nnats_tls_cert = \"c.pem\"\nnats_tls_key = \"k.pem\"\n" +
+          proc,
+      "t.toml");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->nats_tls.ca_file, "ca.pem");
+  EXPECT_EQ(ok->nats_tls.cert_file, "c.pem");
+  EXPECT_EQ(ok->nats_tls.key_file, "k.pem");
+}
+
+// `nats_tls_ca`/`_cert`/`_key` reach every launched proc: real `postal proc` children talk to a
+// nats-server that serves TLS and verifies client certificates (the host's own client too).
+TEST(NatsTlsTopologyTest, ProcsOfATopologyWithNatsTlsTalkThroughAServerThatRequiresIt) {
+  ASSERT_FALSE(test_support::NatsServer::binary().empty()) << test_support::NatsServer::kMissing;
+  test_support::ScratchDir scratch;
+  test_support::TestCerts certs(scratch.path() / "certs");
+  ASSERT_TRUE(certs.ok()) << "openssl failed; see " << certs.log();
+  test_support::NatsServer nats(
+      scratch.path() / "nats", {"--tls", "--tlscert", certs.server_cert(), "--tlskey",
+                                certs.server_key(), "--tlsverify", "--tlscacert", certs.ca_file()});
+  ASSERT_TRUE(nats.ready()) << nats.log();
+  TopologySpec s;
+  s.name = absl::StrCat("nats-tls-", ::getpid());
+  s.nats_tls = {certs.ca_file(), certs.client_cert(), certs.client_key()};
+  for (const char* p : {"alpha", "beta"}) {
+    s.procs.push_back({p,
+                       *ChannelAddr::nats("127.0.0.1", static_cast<uint16_t>(nats.port()),
+                                          absl::StrCat("postal.tls", ::getpid(), ".", p)),
+                       std::nullopt,
+                       1,
+                       std::nullopt,
+                       {},
+                       std::nullopt});
+    s.actors.push_back({p, "driver", std::string(kDriverType), {}});
+    s.actors.push_back({p, "echo", std::string(kEchoType), {}});
+  }
+  HostOptions o;
+  o.postal_binary = POSTAL_BINARY;
+  o.proc_workers = 1;
+  auto host = Host::up(s, o);
+  ASSERT_TRUE(host.ok()) << host.status();
+  DriveRequest r;
+  r.pattern = "ping-pong";
+  r.targets = {payload_port(*(*host)->actor_addr("beta", "echo"))};
+  r.messages = 100;
+  r.size = 64;
+  auto result =
+      runtime::request((*host)->client(), drive_port(*(*host)->actor_addr("alpha", "driver")),
+                       std::move(r), kDeadline);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->error.empty()) << result->error;
+  EXPECT_EQ(result->messages, 100u);
 }
 
 }  // namespace

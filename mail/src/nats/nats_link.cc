@@ -5,6 +5,32 @@
 #include "postal/wire/absl_compat.h"
 
 namespace postal::mail::nats {
+namespace {
+
+std::string last_error() {
+  const char* last = nats_GetLastError(nullptr);
+  return last != nullptr && *last != '\0' ? last : "no detail";
+}
+
+// TLS options before connecting; InvalidArgument naming the file that does not load.
+absl::Status use_tls(natsOptions* opts, const NatsLink::Options& options) {
+  if (options.tls_ca_file.empty()) return absl::OkStatus();
+  if (natsOptions_SetSecure(opts, true) != NATS_OK ||
+      natsOptions_LoadCATrustedCertificates(opts, options.tls_ca_file.c_str()) != NATS_OK) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the NATS store's TLS CA file ", options.tls_ca_file, " does not load: ", last_error()));
+  }
+  if (!options.tls_cert_file.empty() &&
+      natsOptions_LoadCertificatesChain(opts, options.tls_cert_file.c_str(),
+                                        options.tls_key_file.c_str()) != NATS_OK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the NATS store's TLS client certificate ", options.tls_cert_file, " and key ",
+                     options.tls_key_file, " do not load: ", last_error()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<NatsLink>> NatsLink::connect(const Options& options) {
   std::unique_ptr<NatsLink> link(new NatsLink());
@@ -23,9 +49,17 @@ absl::StatusOr<std::unique_ptr<NatsLink>> NatsLink::connect(const Options& optio
   // flusher runs — about a millisecond on every such append's ack.
   if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
   if (s == NATS_OK && !options.token.empty()) s = natsOptions_SetToken(opts, options.token.c_str());
+  if (s == NATS_OK) {
+    if (absl::Status tls = use_tls(opts, options); !tls.ok()) {
+      natsOptions_Destroy(opts);
+      return tls;
+    }
+  }
   if (s == NATS_OK) s = natsConnection_Connect(&link->nc_, opts);
   natsOptions_Destroy(opts);
-  if (s != NATS_OK) return link->error("connecting", s);
+  if (s != NATS_OK) {
+    return link->error(options.tls_ca_file.empty() ? "connecting" : "connecting with TLS", s);
+  }
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.Wait = link->timeout_ms_;

@@ -2,11 +2,11 @@
 // NATS store reports (internal).
 #pragma once
 
-#include <nats/nats.h>
-
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include <nats/nats.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,7 +21,10 @@ class NatsLink {
     std::string url;
     std::string token;
     absl::Duration timeout;
-    std::string name;  // shown by the server (connz)
+    std::string name;         // shown by the server (connz)
+    std::string tls_ca_file;  // empty: plain TCP
+    std::string tls_cert_file;
+    std::string tls_key_file;
   };
   // IoFailed, naming the server, when none answers.
   static absl::StatusOr<std::unique_ptr<NatsLink>> connect(const Options& options);

@@ -307,7 +307,8 @@ class NatsStore final : public MailStore {
 
   absl::Status connect() {
     absl::StatusOr<std::unique_ptr<NatsLink>> link = NatsLink::connect(
-        {options_.url, options_.token, options_.timeout, "postal mail store"});
+        {options_.url, options_.token, options_.timeout, "postal mail store", options_.tls_ca_file,
+         options_.tls_cert_file, options_.tls_key_file});
     if (!link.ok()) return link.status();
     link_ = *std::move(link);
     stream_ = std::make_unique<nats::MailStream>(*link_, options_.prefix, options_.replicas);

@@ -58,6 +58,11 @@ struct NatsStoreOptions {
   // on one cluster are separate.
   std::string prefix = "POSTAL";
   std::string token = {};  // the server's authorization token, if it asks for one
+  // TLS to the server: with a CA file, only a server certificate it signed (for the host dialed)
+  // is accepted; a client certificate and key for servers that verify clients. Empty: plain TCP.
+  std::string tls_ca_file = {};
+  std::string tls_cert_file = {};
+  std::string tls_key_file = {};
   int replicas = 1;        // of the stream and the buckets: 1, or 3 in a cluster
   // Each request to the server (an ack, a read, an admin call); also how long open() keeps trying
   // while JetStream starts up.

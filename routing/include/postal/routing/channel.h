@@ -31,6 +31,18 @@ class ChannelKey;  // channel_key.h
 // a REJECT naming both.
 inline constexpr uint16_t kWireVersion = 2;
 
+// nats:// channels: TLS to the NATS server, for clusters off one machine (docs/security.md).
+// With `ca_file`, every tunnel connects with TLS and accepts only a server certificate signed by
+// it (and naming the host dialed); `cert_file` and `key_file` add a client certificate, for
+// servers that verify clients. Empty: plain TCP.
+struct NatsTls {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  bool enabled() const { return !ca_file.empty(); }
+  friend bool operator==(const NatsTls&, const NatsTls&) = default;
+};
+
 struct ChannelOptions {
   // nats:// channels: the NATS server (nats://host:port) this side's tunnels connect to when it
   // dials, whatever server a peer's address names — a proc talks to the cluster through its own
@@ -40,6 +52,7 @@ struct ChannelOptions {
   // nats:// channels of a topology with a key: the NATS user this side is (nats_conn.h, R-SEC-4).
   // A Node listening on nats:// sets it to its proc id; empty: the dial-only user `client`.
   std::string nats_member;
+  NatsTls nats_tls;
   // Largest frame (the length prefix's value: kind + body) either side sends or accepts.
   // R-CHAN-3: a larger envelope fails alone with OversizedFrame; a peer that announces a larger
   // frame loses its connection.

@@ -49,6 +49,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "postal/routing/channel.h"
 #include "postal/runtime/location.h"
 
 namespace postal::routing {
@@ -140,6 +141,10 @@ struct TopologySpec {
   // anything else, for procs and gateways that listen on nats:// addresses, and stops it last.
   // For one machine; past one, run a NATS cluster yourself (docs/topologies.md).
   std::optional<std::string> start_nats;
+  // `nats_tls_ca = "/etc/postal/nats-ca.pem"` (and optionally `nats_tls_cert`/`nats_tls_key`):
+  // every nats:// channel of the topology — the host's and every launched proc's (as
+  // --nats-tls-ca …) — talks TLS to its NATS server (ChannelOptions::nats_tls). Paths as written.
+  NatsTls nats_tls;
   std::vector<GatewaySpec> gateways;
   std::vector<ProcSpec> procs;  // At least one.
   std::vector<ActorSpec> actors;
