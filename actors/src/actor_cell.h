@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "postal/actors/context.h"
+#include "postal/actors/remote_watch.h"
 #include "postal/runtime/mpsc_queue.h"
 #include "restart_budget.h"
 
@@ -146,11 +147,16 @@ class ActorCell final : public Context,
   // False when this cell has ended: the caller sends Down itself, with `*ended`.
   bool add_watcher(const runtime::ActorAddr& watcher, ActorStatus* ended);
   void remove_watcher(const runtime::ActorAddr& watcher);
+  size_t watcher_count();
   void send_down(const runtime::ActorAddr& to, const Down& down);
   void notify_watchers(const ActorStatus& status);
   void end_watches();
   // A Down about to reach the actor: false when it is not (or no longer) watched.
   bool accept_down(const Down& down);
+  friend void serve_remote_watch(runtime::Proc& proc, const WatchRequest& request);
+  // R-SUP-4: this proc's postal-watch, and a WatchRemote to it about `who`.
+  runtime::ActorAddr keeper_addr() const;
+  void tell_keeper(const runtime::ActorAddr& who, uint8_t op);
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
   void wake();
   void release();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "postal/actors/context.h"
+#include "watch_keeper.h"
 
 namespace postal::actors {
 namespace {
@@ -50,10 +51,10 @@ runtime::PortAddr system_port(const runtime::ProcAddr& proc, std::string_view na
 
 }  // namespace
 
-absl::Status install_system_actors(runtime::Proc& proc) {
+absl::Status install_system_actors(runtime::Proc& proc, const WatchOptions& watch) {
   if (auto s = spawn<Spawner>(proc, kSpawnerName); !s.ok()) return s.status();
   if (auto s = spawn<StatusReporter>(proc, kStatusName); !s.ok()) return s.status();
-  return absl::OkStatus();
+  return internal::install_watch_keeper(proc, watch);
 }
 
 absl::StatusOr<runtime::ActorAddr> spawn_remote(runtime::SendContext& cx,

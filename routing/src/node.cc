@@ -112,7 +112,14 @@ absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
   }
   node->relay_.set(&node->ingress_, node->proc_.get());
   if (options.system_actors) {
-    if (absl::Status s = actors::install_system_actors(*node->proc_); !s.ok()) return s;
+    // R-SUP-4: remote watches check on the procs they watch at the channels' heartbeat pace.
+    actors::WatchOptions watch;
+    if (options.channel.heartbeat_interval > absl::ZeroDuration()) {
+      watch.interval = options.channel.heartbeat_interval;
+      watch.timeout =
+          std::max(options.channel.heartbeat_timeout, 3 * options.channel.heartbeat_interval);
+    }
+    if (absl::Status s = actors::install_system_actors(*node->proc_, watch); !s.ok()) return s;
   }
   return node;
 }

@@ -10,8 +10,9 @@
 // watching one already watched does nothing (still one Down). `Context::unwatch(addr)` cancels:
 // no Down arrives after it, even one already on its way. A restart (R-SUP-1) is not an end: the
 // address stays valid and watchers hear nothing. A watcher's watches end with its incarnation.
-// Watching an actor of another proc is not built yet (R-SUP-2 remote part, planned): `watch`
-// returns Unimplemented.
+// Watching an actor of another proc (R-SUP-4, remote_watch.h) gives the same one Down, and also
+// one with `unreachable` set when that proc is gone; it needs the proc's postal-watch actor (a
+// Node installs it), else `watch` returns FailedPrecondition.
 #pragma once
 
 #include <string>
@@ -25,10 +26,13 @@ struct Down {
   runtime::ActorAddr who;
   std::string reason;   // the stop reason or the error; "no such actor" when it never existed
   bool failed = false;  // it failed (rather than stopped)
+  // R-SUP-4: its proc is gone (did not answer, restarted, cannot be reached): the watch is over,
+  // though the actor itself may not have ended. `reason` says which.
+  bool unreachable = false;
 
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(who, reason, failed);
+    ar(who, reason, failed, unreachable);
   }
 };
 

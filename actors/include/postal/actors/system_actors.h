@@ -2,6 +2,7 @@
 //
 //   postal-spawner  spawns a registered actor class by name (remote spawn)
 //   postal-status   reports the proc's statistics and its actors with their queue depths
+//   postal-watch    remote watches: this proc's of others, others' of this one (remote_watch.h)
 //
 // `install_system_actors(proc)` spawns both; `spawn_remote` and `query_status` are the client
 // side, usable from any SendContext on any proc that can route to the target.
@@ -12,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "postal/actors/actor_registry.h"
+#include "postal/actors/remote_watch.h"
 #include "postal/runtime/port.h"
 #include "postal/runtime/proc_stats.h"
 
@@ -74,8 +76,9 @@ struct StatusQuery {
 inline constexpr std::string_view kSpawnerName = "postal-spawner";
 inline constexpr std::string_view kStatusName = "postal-status";
 
-// Spawns postal-spawner and postal-status on `proc`.
-absl::Status install_system_actors(runtime::Proc& proc);
+// Spawns postal-spawner, postal-status and postal-watch (remote watches, remote_watch.h) on
+// `proc`.
+absl::Status install_system_actors(runtime::Proc& proc, const WatchOptions& watch = {});
 
 // Spawns `type` as `name` on the proc at `proc`; returns the new actor's address (its location is
 // the proc's, as given).

@@ -1,0 +1,257 @@
+// Remote watches (R-SUP-4, actors/include/postal/actors/remote_watch.h) over real channels: two
+// Nodes in this process on ipc sockets, and a real `postal proc` child killed -9. Exactly one
+// Down when the remote actor stops, at once when it does not exist, none after an unwatch, and
+// one with `unreachable` when its proc vanishes, restarts or is killed.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "postal/actors/actor_handle.h"
+#include "postal/actors/context.h"
+#include "postal/routing/host.h"
+#include "postal/routing/node.h"
+#include "postal/routing/workload.h"
+#include "postal/runtime/client.h"
+#include "support/must.h"
+
+namespace {
+
+struct WatchIt {
+  postal::runtime::ActorAddr who;
+  bool unwatch = false;
+  template <class A>
+  void serialize(A& a) {
+    a(who, unwatch);
+  }
+};
+struct Idle {
+  template <class A>
+  void serialize(A&) {}
+};
+
+}  // namespace
+
+POSTAL_MESSAGE(WatchIt, "test.remote_watch.WatchIt");
+POSTAL_MESSAGE(Idle, "test.remote_watch.Idle");
+
+namespace postal::routing {
+namespace {
+
+using actors::Context;
+using actors::Down;
+using runtime::ActorAddr;
+using test_support::must;
+
+constexpr absl::Duration kDeadline = absl::Seconds(20);
+constexpr absl::Duration kInterval = absl::Milliseconds(100);
+constexpr absl::Duration kTimeout = absl::Milliseconds(500);
+
+// Watches what it is told to, and forwards every Down it accepts to a client's port.
+struct Watcher : actors::Actor, actors::Handles<WatchIt> {
+  runtime::PortRef<Down> out;
+  explicit Watcher(runtime::PortRef<Down> o) : out(std::move(o)) {}
+  absl::Status handle(Context& cx, WatchIt w) override {
+    if (w.unwatch) {
+      cx.unwatch(w.who);
+      return absl::OkStatus();
+    }
+    return cx.watch(w.who);
+  }
+  absl::Status on_down(Context& cx, const Down& d) override {
+    out.send(cx, d);
+    return absl::OkStatus();
+  }
+};
+
+struct Target : actors::Actor, actors::Handles<Idle> {
+  absl::Status handle(Context&, Idle) override { return absl::OkStatus(); }
+};
+
+class RemoteWatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / absl::StrCat("remote_watch_", ::getpid());
+    std::filesystem::create_directories(dir_);
+    a_ = start("alpha");
+    b_ = start("beta");
+    client_ = must(runtime::Client::attach(a_->proc(), "test"));
+    downs_ = std::make_unique<runtime::OpenPort<Down>>(runtime::open_port<Down>(*client_));
+    watcher_ = must(actors::spawn<Watcher>(a_->proc(), "watcher", downs_->handle.bind()));
+  }
+  void TearDown() override {
+    downs_.reset();
+    client_.reset();
+    a_.reset();
+    b_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::unique_ptr<Node> start(const std::string& name) {
+    NodeOptions o;
+    o.id = runtime::ProcId{runtime::Uid::singleton(must(runtime::Label::parse(name)))};
+    o.listen = must(
+        runtime::ChannelAddr::parse(absl::StrCat("ipc://", dir_.string(), "/", name, ".sock")));
+    o.scheduler.workers = 1;
+    o.channel.heartbeat_interval = kInterval;
+    o.channel.heartbeat_timeout = kTimeout;
+    return must(Node::start(std::move(o)));
+  }
+  // An actor's address as another proc reaches it.
+  static ActorAddr remote(const Node& node, const ActorAddr& local) {
+    return ActorAddr{local.id, runtime::Location::addr(node.listen_addr())};
+  }
+  void watch(const ActorAddr& who, bool unwatch = false) {
+    watcher_.ref().send(*client_, WatchIt{who, unwatch});
+  }
+  absl::StatusOr<Down> next_down(absl::Duration timeout = kDeadline) {
+    return downs_->receiver.recv(timeout);
+  }
+  void expect_no_more_downs() {
+    // Long enough for several ping rounds and a timeout to have passed.
+    absl::StatusOr<Down> extra = next_down(2 * kTimeout);
+    EXPECT_FALSE(extra.ok()) << "a second Down: " << extra->reason;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Node> a_, b_;
+  std::unique_ptr<runtime::Client> client_;
+  std::unique_ptr<runtime::OpenPort<Down>> downs_;
+  actors::ActorHandle<Watcher> watcher_;
+};
+
+TEST_F(RemoteWatchTest, R_SUP_4_ARemoteActorThatStopsGivesItsWatcherExactlyOneDown) {
+  actors::ActorHandle<Target> target = must(actors::spawn<Target>(b_->proc(), "target"));
+  const ActorAddr there = remote(*b_, target.addr());
+  watch(there);
+  // The watch is in place once a watch of a missing actor on the same proc came back (the
+  // requests travel in order on one channel and are served in order).
+  watch(remote(
+      *b_, b_->proc().addr().actor(runtime::Uid::singleton(must(runtime::Label::parse("ghost"))))));
+  absl::StatusOr<Down> ghost = next_down();
+  ASSERT_TRUE(ghost.ok()) << ghost.status();
+  EXPECT_EQ(ghost->reason, "no such actor");
+  target.stop("done for today");
+  absl::StatusOr<Down> d = next_down();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->who.id, there.id);
+  EXPECT_EQ(d->reason, "done for today");
+  EXPECT_FALSE(d->failed);
+  EXPECT_FALSE(d->unreachable);
+  expect_no_more_downs();
+}
+
+TEST_F(RemoteWatchTest, R_SUP_4_WatchingARemoteActorThatDoesNotExistGivesDownAtOnce) {
+  const ActorAddr nobody = remote(
+      *b_, b_->proc().addr().actor(runtime::Uid::singleton(must(runtime::Label::parse("nobody")))));
+  watch(nobody);
+  absl::StatusOr<Down> d = next_down();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->who.id, nobody.id);
+  EXPECT_EQ(d->reason, "no such actor");
+  EXPECT_FALSE(d->unreachable);
+  expect_no_more_downs();
+}
+
+TEST_F(RemoteWatchTest, R_SUP_4_AfterAnUnwatchNoDownArrivesNeitherFromTheTargetNorFromItsProc) {
+  actors::ActorHandle<Target> target = must(actors::spawn<Target>(b_->proc(), "target"));
+  const ActorAddr there = remote(*b_, target.addr());
+  watch(there);
+  watch(there, /*unwatch=*/true);
+  // A watch of a missing actor after both: when its Down is back, both were served.
+  watch(remote(
+      *b_, b_->proc().addr().actor(runtime::Uid::singleton(must(runtime::Label::parse("ghost"))))));
+  ASSERT_TRUE(next_down().ok());
+  target.stop();
+  ASSERT_TRUE(target.wait(kDeadline).ok());
+  b_.reset();  // and its proc goes away: still nothing
+  expect_no_more_downs();
+}
+
+TEST_F(RemoteWatchTest, R_SUP_4_AProcThatVanishesEndsTheWatchUnreachableWithinItsTimeout) {
+  actors::ActorHandle<Target> target = must(actors::spawn<Target>(b_->proc(), "target"));
+  const ActorAddr there = remote(*b_, target.addr());
+  watch(there);
+  watch(remote(
+      *b_, b_->proc().addr().actor(runtime::Uid::singleton(must(runtime::Label::parse("ghost"))))));
+  ASSERT_TRUE(next_down().ok());
+  const absl::Time gone = absl::Now();
+  b_->server().vanish();  // as if killed: no GOODBYE, nothing answers any more
+  absl::StatusOr<Down> d = next_down();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->who.id, there.id);
+  EXPECT_TRUE(d->unreachable) << d->reason;
+  EXPECT_LT(absl::Now() - gone, kTimeout + 4 * kInterval + absl::Seconds(2)) << d->reason;
+  expect_no_more_downs();
+}
+
+// The target's proc comes back (same id, same address, a fresh incarnation that knows no
+// watchers): the watch ends once, unreachable, and a late Down from the new proc is not taken
+// for it.
+TEST_F(RemoteWatchTest, R_SUP_4_AProcThatRestartsEndsTheWatchOnceAndItIsNotResurrected) {
+  actors::ActorHandle<Target> target = must(actors::spawn<Target>(b_->proc(), "target"));
+  const ActorAddr there = remote(*b_, target.addr());
+  watch(there);
+  watch(remote(
+      *b_, b_->proc().addr().actor(runtime::Uid::singleton(must(runtime::Label::parse("ghost"))))));
+  ASSERT_TRUE(next_down().ok());
+  b_->server().vanish();
+  b_.reset();
+  b_ = start("beta");
+  actors::ActorHandle<Target> again = must(actors::spawn<Target>(b_->proc(), "target"));
+  absl::StatusOr<Down> d = next_down();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->who.id, there.id);
+  EXPECT_TRUE(d->unreachable) << d->reason;
+  again.stop();  // the new incarnation's actor: nobody watches it
+  expect_no_more_downs();
+}
+
+// A real proc killed -9: its watcher, in this process, hears of it from the watch keepers' pings.
+TEST(RemoteWatchProcTest, R_SUP_4_AProcKilledMinus9EndsTheWatchOfItsActorUnreachable) {
+  TopologySpec spec;
+  spec.name = absl::StrCat("watch-", ::getpid());
+  spec.on_proc_exit = OnProcExit::kIgnore;  // the host goes on after the kill
+  const std::string sock = absl::StrCat("ipc:///tmp/postal-watch-", ::getpid(), "/gamma.sock");
+  spec.procs.push_back({"gamma",
+                        must(runtime::ChannelAddr::parse(sock)),
+                        std::nullopt,
+                        1,
+                        std::nullopt,
+                        {},
+                        std::nullopt});
+  spec.actors.push_back({"gamma", "echo", std::string(kEchoType), {}});
+  HostOptions o;
+  o.postal_binary = POSTAL_BINARY;
+  o.proc_workers = 1;
+  o.channel.heartbeat_interval = kInterval;
+  o.channel.heartbeat_timeout = kTimeout;
+  auto host = Host::up(spec, o);
+  ASSERT_TRUE(host.ok()) << host.status();
+  runtime::Proc& proc = (*host)->proc();
+  auto client = must(runtime::Client::attach(proc, "test"));
+  runtime::OpenPort<Down> downs = runtime::open_port<Down>(*client);
+  auto watcher = must(actors::spawn<Watcher>(proc, "watcher", downs.handle.bind()));
+  const ActorAddr echo = *(*host)->actor_addr("gamma", "echo");
+  watcher.ref().send(*client, WatchIt{echo, false});
+  watcher.ref().send(
+      *client,
+      WatchIt{ActorAddr{runtime::ActorId{echo.id.proc, runtime::Uid::singleton(
+                                                           must(runtime::Label::parse("ghost")))},
+                        echo.location},
+              false});
+  absl::StatusOr<Down> ghost = downs.receiver.recv(kDeadline);
+  ASSERT_TRUE(ghost.ok()) << ghost.status();
+  ASSERT_EQ(ghost->reason, "no such actor");
+  ASSERT_EQ(::kill((*host)->find_proc("gamma")->pid, SIGKILL), 0);
+  absl::StatusOr<Down> d = downs.receiver.recv(kDeadline);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->who.id, echo.id);
+  EXPECT_TRUE(d->unreachable) << d->reason;
+}
+
+}  // namespace
+}  // namespace postal::routing
