@@ -104,6 +104,15 @@ class RemoteWatchTest : public ::testing::Test {
   static ActorAddr remote(const Node& node, const ActorAddr& local) {
     return ActorAddr{local.id, runtime::Location::addr(node.listen_addr())};
   }
+  // Once this returns, every watch request sent before it was served on b: a watch of a missing
+  // actor there came back (the requests travel in order on one channel and are served in order).
+  void sync_with_b() {
+    watch(remote(*b_, b_->proc().addr().actor(
+                          runtime::Uid::singleton(must(runtime::Label::parse("ghost"))))));
+    absl::StatusOr<Down> ghost = next_down();
+    ASSERT_TRUE(ghost.ok()) << ghost.status();
+    EXPECT_EQ(ghost->reason, "no such actor");
+  }
   void watch(const ActorAddr& who, bool unwatch = false) {
     watcher_.ref().send(*client_, WatchIt{who, unwatch});
   }
@@ -127,13 +136,7 @@ TEST_F(RemoteWatchTest, R_SUP_4_ARemoteActorThatStopsGivesItsWatcherExactlyOneDo
   actors::ActorHandle<Target> target = must(actors::spawn<Target>(b_->proc(), "target"));
   const ActorAddr there = remote(*b_, target.addr());
   watch(there);
-  // The watch is in place once a watch of a missing actor on the same proc came back (the
-  // requests travel in order on one channel and are served in order).
-  watch(remote(
-      *b_, b_->proc().addr().actor(runtime::Uid::singleton(must(runtime::Label::parse("ghost"))))));
-  absl::StatusOr<Down> ghost = next_down();
-  ASSERT_TRUE(ghost.ok()) << ghost.status();
-  EXPECT_EQ(ghost->reason, "no such actor");
+  sync_with_b();  // the watch is in place
   target.stop("done for today");
   absl::StatusOr<Down> d = next_down();
   ASSERT_TRUE(d.ok()) << d.status();
@@ -161,10 +164,7 @@ TEST_F(RemoteWatchTest, R_SUP_4_AfterAnUnwatchNoDownArrivesNeitherFromTheTargetN
   const ActorAddr there = remote(*b_, target.addr());
   watch(there);
   watch(there, /*unwatch=*/true);
-  // A watch of a missing actor after both: when its Down is back, both were served.
-  watch(remote(
-      *b_, b_->proc().addr().actor(runtime::Uid::singleton(must(runtime::Label::parse("ghost"))))));
-  ASSERT_TRUE(next_down().ok());
+  sync_with_b();  // both were served
   target.stop();
   ASSERT_TRUE(target.wait(kDeadline).ok());
   b_.reset();  // and its proc goes away: still nothing
@@ -175,9 +175,7 @@ TEST_F(RemoteWatchTest, R_SUP_4_AProcThatVanishesEndsTheWatchUnreachableWithinIt
   actors::ActorHandle<Target> target = must(actors::spawn<Target>(b_->proc(), "target"));
   const ActorAddr there = remote(*b_, target.addr());
   watch(there);
-  watch(remote(
-      *b_, b_->proc().addr().actor(runtime::Uid::singleton(must(runtime::Label::parse("ghost"))))));
-  ASSERT_TRUE(next_down().ok());
+  sync_with_b();
   const absl::Time gone = absl::Now();
   b_->server().vanish();  // as if killed: no GOODBYE, nothing answers any more
   absl::StatusOr<Down> d = next_down();
@@ -195,9 +193,7 @@ TEST_F(RemoteWatchTest, R_SUP_4_AProcThatRestartsEndsTheWatchOnceAndItIsNotResur
   actors::ActorHandle<Target> target = must(actors::spawn<Target>(b_->proc(), "target"));
   const ActorAddr there = remote(*b_, target.addr());
   watch(there);
-  watch(remote(
-      *b_, b_->proc().addr().actor(runtime::Uid::singleton(must(runtime::Label::parse("ghost"))))));
-  ASSERT_TRUE(next_down().ok());
+  sync_with_b();
   b_->server().vanish();
   b_.reset();
   b_ = start("beta");
