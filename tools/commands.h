@@ -16,6 +16,9 @@ int up_command(const std::string& self_binary, const std::string& file);
 // `postal status [NAME] [--json]`: the procs, actors, queue depths and failures of running
 // topologies; dead procs as dead.
 int status_command(const std::string& name, bool json);
+// `postal nats-users FILE --secret-fd N`: the nats-server users and permissions of a topology
+// (R-SEC-4), for a cluster the operator runs (nats_users_command.cc).
+int nats_users_command(const std::string& file, int secret_fd);
 
 // `postal mail VERB [ADDR]`: one mail verb against a running topology's MailboxHost
 // (mail_command.cc).

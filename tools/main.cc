@@ -106,6 +106,14 @@ int main(int argc, char** argv) {
   status->add_option("name", name, "the topology's name (default: every running topology)");
   status->add_flag("--json", json, "print the status as JSON");
   app.add_subcommand("proc", "run one proc (used by hosts; `postal proc --help` for its flags)");
+  std::string users_file;
+  int users_secret_fd = -1;
+  CLI::App* users = app.add_subcommand(
+      "nats-users", "print the nats-server authorization block (users and permissions) of a "
+                    "topology, for a NATS cluster you run (docs/topologies.md)");
+  users->add_option("file", users_file, "the topology file (TOML)")->required();
+  users->add_option("--secret-fd", users_secret_fd,
+                    "an fd holding the topology's secret (default: $POSTAL_SECRET_FD)");
   postal::tools::BenchOptions bench;
   postal::tools::add_bench_subcommand(app, bench);
   postal::tools::MailCommand mail;
@@ -236,6 +244,9 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("demo")) return postal::tools::demo_command(self);
   if (app.got_subcommand("up")) return postal::tools::up_command(self, file);
   if (app.got_subcommand("status")) return postal::tools::status_command(name, json);
+  if (app.got_subcommand("nats-users")) {
+    return postal::tools::nats_users_command(users_file, users_secret_fd);
+  }
   if (app.got_subcommand("mail")) return postal::tools::mail_command(mail);
   if (app.got_subcommand("inbox")) return postal::tools::inbox_command(inbox);
   if (app.got_subcommand("mq9")) return postal::tools::mq9_command(mq9);

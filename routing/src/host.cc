@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "local_nats.h"
-#include "nats_permissions.h"
 #include "postal/routing/channel_key.h"
+#include "postal/routing/nats_users.h"
 #include "postal/routing/workload.h"
 #include "postal/wire/absl_compat.h"
 #include "proc_supervisor.h"
@@ -96,17 +96,9 @@ absl::Status Host::start_nats() {
                                             "/postal-", spec_.name, "-nats-server.log");
   // With a topology key, the server takes only the topology's users, each with its own
   // permissions (R-SEC-4): the procs and gateways listening on nats://, and the dial-only user.
-  std::string authorization;
-  if (options_.channel.key != nullptr) {
-    std::vector<internal::NatsMember> members;
-    auto add = [&](const std::string& name, const runtime::ChannelAddr& listen) {
-      if (listen.transport() != runtime::ChannelAddr::Transport::kNats) return;
-      members.push_back({runtime::ProcId{named(name)}.to_string(), std::string(listen.subject())});
-    };
-    for (const ProcSpec& p : spec_.procs) add(p.name, p.listen);
-    for (const GatewaySpec& g : spec_.gateways) add(g.name, g.listen);
-    authorization = internal::nats_authorization(*options_.channel.key, members);
-  }
+  const std::string authorization = options_.channel.key != nullptr
+                                        ? nats_authorization(spec_, *options_.channel.key)
+                                        : std::string();
   absl::StatusOr<std::unique_ptr<internal::LocalNats>> nats = internal::LocalNats::start(
       at.substr(0, colon), static_cast<uint16_t>(std::stoi(at.substr(colon + 1))), authorization,
       log_file, spec_.ready_timeout.value_or(absl::Seconds(10)));

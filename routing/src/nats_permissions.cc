@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nats_conn.h"
+#include "postal/routing/nats_users.h"
+#include "postal/runtime/ids.h"
 
 namespace postal::routing::internal {
 namespace {
@@ -52,3 +54,21 @@ std::string nats_authorization(const routing::ChannelKey& key,
 }
 
 }  // namespace postal::routing::internal
+
+namespace postal::routing {
+
+std::string nats_authorization(const TopologySpec& spec, const ChannelKey& key) {
+  std::vector<internal::NatsMember> members;
+  auto add = [&](const std::string& name, const runtime::ChannelAddr& listen) {
+    if (listen.transport() != runtime::ChannelAddr::Transport::kNats) return;
+    // The name a Node logs in as: its proc id (ChannelOptions::nats_member), a singleton uid.
+    members.push_back(
+        {runtime::ProcId{runtime::Uid::singleton(*runtime::Label::parse(name))}.to_string(),
+         std::string(listen.subject())});
+  };
+  for (const ProcSpec& p : spec.procs) add(p.name, p.listen);
+  for (const GatewaySpec& g : spec.gateways) add(g.name, g.listen);
+  return internal::nats_authorization(key, members);
+}
+
+}  // namespace postal::routing

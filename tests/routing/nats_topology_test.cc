@@ -6,7 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +22,7 @@
 #include "nats_conn.h"
 #include "postal/routing/channel_key.h"
 #include "postal/routing/host.h"
+#include "postal/routing/nats_users.h"
 #include "postal/routing/topology_spec.h"
 #include "postal/routing/workload.h"
 #include "postal/runtime/port.h"
@@ -341,6 +346,79 @@ TEST(NatsTlsTopologyTest, ProcsOfATopologyWithNatsTlsTalkThroughAServerThatRequi
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TRUE(result->error.empty()) << result->error;
   EXPECT_EQ(result->messages, 100u);
+}
+
+// R-SEC-4 on a cluster the operator runs: `postal nats-users` prints the users and permissions of
+// a topology from its secret; a nats-server configured with them takes the topology's procs (a
+// real `postal proc` each, given the same secret) and keeps each to its own subject.
+TEST(NatsUsersTest,
+     R_SEC_4_AServerConfiguredByPostalNatsUsersTakesTheProcsAndKeepsEachToItsSubject) {
+  ASSERT_FALSE(test_support::NatsServer::binary().empty()) << test_support::NatsServer::kMissing;
+  test_support::ScratchDir scratch;
+  const std::string secret(32, 'k');
+  const std::filesystem::path secret_file = scratch.path() / "topology.secret";
+  std::ofstream(secret_file) << secret;
+  // The topology file names the server's port, which the server picks: write it after.
+  const int port = free_port();
+  TopologySpec s;
+  s.name = absl::StrCat("nats-users-", ::getpid());
+  for (const char* p : {"alpha", "beta"}) {
+    s.procs.push_back({p,
+                       *ChannelAddr::nats("127.0.0.1", static_cast<uint16_t>(port),
+                                          absl::StrCat("postal.users", ::getpid(), ".", p)),
+                       std::nullopt,
+                       1,
+                       std::nullopt,
+                       {},
+                       std::nullopt});
+    s.actors.push_back({p, "driver", std::string(kDriverType), {}});
+    s.actors.push_back({p, "echo", std::string(kEchoType), {}});
+  }
+  const std::filesystem::path toml = scratch.path() / "t.toml";
+  std::ofstream(toml) << "[topology]\nname = \"" << s.name << "\"\n"
+                      << "[[proc]]\nname = \"alpha\"\nlisten = \"" << s.procs[0].listen.to_string()
+                      << "\"\n[[proc]]\nname = \"beta\"\nlisten = \""
+                      << s.procs[1].listen.to_string() << "\"\n";
+  const std::filesystem::path conf = scratch.path() / "auth.conf";
+  ASSERT_EQ(std::system(absl::StrCat(POSTAL_BINARY, " nats-users '", toml.string(),
+                                     "' --secret-fd 3 3< '", secret_file.string(), "' > '",
+                                     conf.string(), "'")
+                            .c_str()),
+            0);
+  auto key = ChannelKey::derive(secret);
+  ASSERT_TRUE(key.ok()) << key.status();
+  std::stringstream printed;
+  printed << std::ifstream(conf).rdbuf();
+  EXPECT_EQ(printed.str(), nats_authorization(s, **key)) << "the command and the library agree";
+
+  test_support::NatsServer nats(scratch.path() / "nats",
+                                {"-c", conf.string(), "-p", std::to_string(port)});
+  ASSERT_TRUE(nats.ready()) << nats.log();
+  HostOptions o;
+  o.postal_binary = POSTAL_BINARY;
+  o.proc_workers = 1;
+  o.secret = secret;
+  auto host = Host::up(s, o);
+  ASSERT_TRUE(host.ok()) << host.status();
+  DriveRequest r;
+  r.pattern = "ping-pong";
+  r.targets = {payload_port(*(*host)->actor_addr("beta", "echo"))};
+  r.messages = 100;
+  r.size = 64;
+  auto result =
+      runtime::request((*host)->client(), drive_port(*(*host)->actor_addr("alpha", "driver")),
+                       std::move(r), kDeadline);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->messages, 100u);
+
+  EXPECT_FALSE(NatsPeer(absl::StrCat("nats://127.0.0.1:", port), nullptr).connected())
+      << "a stranger got in";
+  const internal::NatsCredentials alpha = internal::nats_credentials(key->get(), "alpha");
+  NatsPeer a(absl::StrCat("nats://127.0.0.1:", port), &alpha);
+  ASSERT_TRUE(a.connected());
+  a.subscribe(std::string(s.procs[1].listen.subject()) + ".t.*");
+  std::vector<std::string> v = a.violations(1);
+  ASSERT_EQ(v.size(), 1u) << "alpha subscribed to beta's subject";
 }
 
 }  // namespace
