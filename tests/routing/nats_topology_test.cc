@@ -351,8 +351,7 @@ TEST(NatsTlsTopologyTest, ProcsOfATopologyWithNatsTlsTalkThroughAServerThatRequi
 // R-SEC-4 on a cluster the operator runs: `postal nats-users` prints the users and permissions of
 // a topology from its secret; a nats-server configured with them takes the topology's procs (a
 // real `postal proc` each, given the same secret) and keeps each to its own subject.
-TEST(NatsUsersTest,
-     R_SEC_4_AServerConfiguredByPostalNatsUsersTakesTheProcsAndKeepsEachToItsSubject) {
+TEST(NatsUsersTest, R_SEC_4_AClusterConfiguredByNatsUsersKeepsEachProcToItsSubject) {
   ASSERT_FALSE(test_support::NatsServer::binary().empty()) << test_support::NatsServer::kMissing;
   test_support::ScratchDir scratch;
   const std::string secret(32, 'k');
