@@ -10,9 +10,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "postal/wire/absl_compat.h"
 #include "actor_cell.h"
 #include "postal/actors/remote_watch.h"
+#include "postal/wire/absl_compat.h"
 #include "watch_keeper.h"
 
 namespace postal::actors::internal {
@@ -90,7 +90,12 @@ bool ActorCell::add_watcher(const runtime::ActorAddr& watcher, ActorStatus* ende
     *ended = ActorStatus{state_.load(), reason_};
     return false;
   }
-  watchers_.push_back(watcher);
+  // A remote watcher's proc may register it again (a watch ended there as unreachable, then
+  // renewed): still one entry, one Down.
+  if (std::none_of(watchers_.begin(), watchers_.end(),
+                   [&](const runtime::ActorAddr& w) { return w.id == watcher.id; })) {
+    watchers_.push_back(watcher);
+  }
   return true;
 }
 
@@ -135,11 +140,9 @@ void ActorCell::end_watches() {
 
 bool ActorCell::accept_down(const Down& down) {
   if (!erase_addr(watching_, down.who)) return false;
-  // A remote watch ended by the target's proc: the keeper forgets it (one it ended itself is
-  // forgotten already; the message then changes nothing).
-  if (!(down.who.id.proc == proc_.id()) && !down.unreachable) {
-    tell_keeper(down.who, WatchRemote::kForget);
-  }
+  // A remote watch is over: the keeper forgets it (one it ended itself is forgotten already, and
+  // the message then changes nothing).
+  if (!(down.who.id.proc == proc_.id())) tell_keeper(down.who, WatchRemote::kForget);
   return true;
 }
 
@@ -151,12 +154,12 @@ void serve_remote_watch(runtime::Proc& proc, const WatchRequest& request) {
     if (target) target->remove_watcher(request.watcher);
     return;
   }
-  ActorStatus ended{ActorState::kStopped, mailbox && !target ? "a client, not an actor"
-                                                             : "no such actor"};
+  ActorStatus ended{ActorState::kStopped,
+                    mailbox && !target ? "a client, not an actor" : "no such actor"};
   Down down{request.target, ended.reason, ended.state == ActorState::kFailed};
   if (target && target->watcher_count() >= kMaxRemoteWatches) {  // input from the network
-    down = Down{request.target,
-                absl::StrCat("it has ", kMaxRemoteWatches, " watchers already"), false, true};
+    down = Down{request.target, absl::StrCat("it has ", kMaxRemoteWatches, " watchers already"),
+                false, true};
   } else if (target && target->add_watcher(request.watcher, &ended)) {
     return;
   } else {

@@ -12,6 +12,7 @@
 #include "postal/actors/actor_handle.h"
 #include "postal/actors/context.h"
 #include "postal/actors/down.h"
+#include "postal/wire/codec.h"
 
 namespace postal::actors::internal {
 namespace {
@@ -56,8 +57,9 @@ class WatchKeeper
     const ActorAddr keeper = keeper_of(m.target);
     const std::string key = m.target.id.proc.to_string();
     if (m.op != WatchRemote::kWatch) {
-      const bool had = erase(key, m.target, m.watcher);
-      if (had && m.op == WatchRemote::kUnwatch) {
+      // Unwatch, or a Down that reached the watcher: cancel on the target's proc too (after a
+      // Down from there it holds nothing; after a stale Down taken by a newer watch it does).
+      if (erase(key, m.target, m.watcher)) {
         port_of<WatchRequest>(keeper).send(cx, WatchRequest{m.target, m.watcher, false});
       }
       return absl::OkStatus();
@@ -73,11 +75,15 @@ class WatchKeeper
       peer.keeper = keeper;
       peer.last_heard = cx.proc().now();  // the clock starts with the first watch
     }
-    peer.entries.push_back(Entry{m.target, m.watcher, 0, cx.proc().now()});
-    ++total_;
+    if (peer.entries
+            .emplace(entry_key(m.target, m.watcher), Entry{m.target, m.watcher, 0, cx.proc().now()})
+            .second) {
+      ++total_;
+    }
     port_of<WatchRequest>(keeper).send(cx, WatchRequest{m.target, m.watcher, true});
-    if (!tick_.valid())
+    if (!tick_.valid()) {
       tick_ = cx.send_every(options_.interval, port_of<WatchTick>(cx.self_addr()), WatchTick{});
+    }
     return absl::OkStatus();
   }
 
@@ -85,12 +91,15 @@ class WatchKeeper
     Peer* peer = find(m.target);
     if (peer == nullptr) return absl::OkStatus();  // over already: quarantined
     peer->last_heard = cx.proc().now();
-    for (Entry& e : peer->entries) {
-      if (e.target.id == m.target.id && e.watcher.id == m.watcher.id && e.incarnation == 0) {
-        e.incarnation = m.incarnation;
-      }
+    auto it = peer->entries.find(entry_key(m.target, m.watcher));
+    if (it == peer->entries.end() || it->second.incarnation != 0) return absl::OkStatus();
+    if (peer->incarnation != 0 && m.incarnation != peer->incarnation) {
+      // Acknowledged by an incarnation that has answered pings no more: the registration went
+      // with it.
+      end_entry(cx, *peer, it, "its proc restarted (the watch was on the earlier one)");
+    } else {
+      it->second.incarnation = m.incarnation;
     }
-    end_other_incarnations(cx, *peer, m.incarnation);
     if (peer->entries.empty()) peers_.erase(m.target.id.proc.to_string());
     return absl::OkStatus();
   }
@@ -100,6 +109,7 @@ class WatchKeeper
     auto it = env ? peers_.find(env->sender().id.proc.to_string()) : peers_.end();
     if (it == peers_.end()) return absl::OkStatus();
     it->second.last_heard = cx.proc().now();
+    it->second.incarnation = m.incarnation;
     end_other_incarnations(cx, it->second, m.incarnation);
     if (it->second.entries.empty()) peers_.erase(it);
     return absl::OkStatus();
@@ -114,11 +124,11 @@ class WatchKeeper
             cx, peer,
             absl::StrCat("its proc did not answer for ", absl::FormatDuration(options_.timeout)));
       } else {
-        for (size_t i = 0; i < peer.entries.size();) {  // asked, never answered
-          if (peer.entries[i].incarnation == 0 && now - peer.entries[i].since > options_.timeout) {
-            end_entry(cx, peer, i, "its proc never answered the watch");
+        for (auto e = peer.entries.begin(); e != peer.entries.end();) {  // asked, never answered
+          if (e->second.incarnation == 0 && now - e->second.since > options_.timeout) {
+            end_entry(cx, peer, e++, "its proc never answered the watch");
           } else {
-            ++i;
+            ++e;
           }
         }
         port_of<WatchPing>(peer.keeper).send(cx, WatchPing{});
@@ -129,14 +139,12 @@ class WatchKeeper
         ++it;
       }
     }
-    if (peers_.empty() && tick_.valid()) {
-      cx.cancel(tick_);
-      tick_ = TimerHandle();
-    }
+    stop_ticking_when_idle(cx);
     return absl::OkStatus();
   }
 
-  // A request or ping that could not be delivered: the target's proc cannot be reached.
+  // A request or ping that could not be delivered: a request ends its own watch (its target's
+  // address may be the only bad one), a ping every watch of its proc.
   absl::Status handle_undeliverable(Context& cx, const runtime::MessageEnvelope& env) override {
     const uint64_t hash = env.data().type_hash();
     if (hash != wire::type_hash<WatchRequest>() && hash != wire::type_hash<WatchPing>()) {
@@ -144,22 +152,38 @@ class WatchKeeper
     }
     auto it = peers_.find(env.dest().id.actor.proc.to_string());
     if (it == peers_.end()) return absl::OkStatus();
-    const runtime::DeliveryFailure* why = env.root_failure();
-    end_all(cx, it->second,
-            absl::StrCat("its proc cannot be reached: ", why ? why->to_string() : "undeliverable"));
-    peers_.erase(it);
-    if (peers_.empty() && tick_.valid()) {
-      cx.cancel(tick_);
-      tick_ = TimerHandle();
+    const runtime::DeliveryFailure* failure = env.root_failure();
+    const std::string why = absl::StrCat("its proc cannot be reached: ",
+                                         failure ? failure->to_string() : "undeliverable");
+    if (hash == wire::type_hash<WatchRequest>()) {
+      WatchRequest request;
+      if (const WatchRequest* typed = env.data().get<WatchRequest>()) {
+        request = *typed;
+      } else {  // it came back over a channel: bytes
+        absl::StatusOr<std::string_view> bytes = const_cast<wire::Any&>(env.data()).bytes();
+        if (!bytes.ok() || !wire::decode_into(*bytes, request, "WatchRequest").ok()) {
+          return absl::OkStatus();
+        }
+      }
+      if (!request.watch) return absl::OkStatus();
+      auto e = it->second.entries.find(entry_key(request.target, request.watcher));
+      if (e != it->second.entries.end()) end_entry(cx, it->second, e, why);
+    } else {
+      end_all(cx, it->second, why);
     }
+    if (it->second.entries.empty()) peers_.erase(it);
+    stop_ticking_when_idle(cx);
     return absl::OkStatus();
   }
 
   // ---- other procs' watches of this proc's actors ----
   absl::Status handle(Context& cx, WatchRequest m) override {
-    serve_remote_watch(cx.proc(), m);
     const runtime::MessageEnvelope* env = cx.envelope();
-    if (m.watch && env != nullptr) {
+    // Only a watcher's own proc registers or cancels it: a peer cannot cancel someone else's
+    // watch or register watchers that live elsewhere.
+    if (env == nullptr || !(env->sender().id.proc == m.watcher.id.proc)) return absl::OkStatus();
+    serve_remote_watch(cx.proc(), m);
+    if (m.watch) {
       port_of<WatchAck>(env->sender()).send(cx, WatchAck{m.target, m.watcher, incarnation_});
     }
     return absl::OkStatus();
@@ -179,12 +203,17 @@ class WatchKeeper
     uint64_t incarnation = 0;  // of the proc that acknowledged it; 0: not yet
     absl::Time since;
   };
+  using Entries = absl::flat_hash_map<std::string, Entry>;  // by entry_key
   struct Peer {
     ActorAddr keeper;
     absl::Time last_heard;
-    std::vector<Entry> entries;
+    uint64_t incarnation = 0;  // of its latest pong; 0: none yet
+    Entries entries;
   };
 
+  static std::string entry_key(const ActorAddr& target, const ActorAddr& watcher) {
+    return absl::StrCat(target.id.to_string(), " ", watcher.id.to_string());
+  }
   static ActorAddr keeper_of(const ActorAddr& target) {
     return ActorAddr{runtime::ActorId{target.id.proc,
                                       runtime::Uid::singleton(*runtime::Label::parse(kWatchName))},
@@ -196,38 +225,43 @@ class WatchKeeper
   }
   bool erase(const std::string& key, const ActorAddr& target, const ActorAddr& watcher) {
     auto it = peers_.find(key);
-    if (it == peers_.end()) return false;
-    std::vector<Entry>& v = it->second.entries;
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (v[i].target.id == target.id && v[i].watcher.id == watcher.id) {
-        v.erase(v.begin() + static_cast<ptrdiff_t>(i));
-        --total_;
-        if (v.empty()) peers_.erase(it);
-        return true;
-      }
+    if (it == peers_.end() || it->second.entries.erase(entry_key(target, watcher)) == 0) {
+      return false;
     }
-    return false;
+    --total_;
+    if (it->second.entries.empty()) peers_.erase(it);
+    return true;
   }
   void down(Context& cx, const ActorAddr& watcher, const ActorAddr& target, std::string why) {
     port_of<Down>(watcher).send(cx, Down{target, std::move(why), false, /*unreachable=*/true});
   }
-  void end_entry(Context& cx, Peer& peer, size_t i, const std::string& why) {
-    down(cx, peer.entries[i].watcher, peer.entries[i].target, why);
-    peer.entries.erase(peer.entries.begin() + static_cast<ptrdiff_t>(i));
+  // Ends one watch: Down to its watcher, and a cancel to the target's proc in case it is alive
+  // after all (slow, not gone), so its registration does not linger there.
+  void end_entry(Context& cx, Peer& peer, Entries::iterator it, const std::string& why) {
+    down(cx, it->second.watcher, it->second.target, why);
+    port_of<WatchRequest>(peer.keeper)
+        .send(cx, WatchRequest{it->second.target, it->second.watcher, false});
+    peer.entries.erase(it);
     --total_;
   }
   void end_all(Context& cx, Peer& peer, const std::string& why) {
-    while (!peer.entries.empty()) end_entry(cx, peer, peer.entries.size() - 1, why);
+    while (!peer.entries.empty()) end_entry(cx, peer, peer.entries.begin(), why);
   }
   // The proc answers as `incarnation`: watches acknowledged by an earlier one were forgotten.
   void end_other_incarnations(Context& cx, Peer& peer, uint64_t incarnation) {
-    for (size_t i = 0; i < peer.entries.size();) {
-      const uint64_t inc = peer.entries[i].incarnation;
+    for (auto it = peer.entries.begin(); it != peer.entries.end();) {
+      const uint64_t inc = it->second.incarnation;
       if (inc != 0 && inc != incarnation) {
-        end_entry(cx, peer, i, "its proc restarted (the watch was on the earlier one)");
+        end_entry(cx, peer, it++, "its proc restarted (the watch was on the earlier one)");
       } else {
-        ++i;
+        ++it;
       }
+    }
+  }
+  void stop_ticking_when_idle(Context& cx) {
+    if (peers_.empty() && tick_.valid()) {
+      cx.cancel(tick_);
+      tick_ = TimerHandle();
     }
   }
 

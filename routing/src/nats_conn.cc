@@ -1,5 +1,7 @@
 #include "nats_conn.h"
 
+#include <arpa/inet.h>
+
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -21,20 +23,38 @@ std::string mac_hex(const routing::ChannelKey& key, std::string_view text) {
       absl::string_view(reinterpret_cast<const char*>(mac), static_cast<size_t>(length)));
 }
 
+// The host of a one-server `nats://host:port` URL when it is a DNS name; "" for an IP address or a
+// list of servers. Debian's libnats checks the certificate against the host dialed by itself (an
+// IP address too); naming the host keeps that so on a build that does not.
+std::string dns_name_of(const std::string& url) {
+  std::string_view rest = url;
+  if (const size_t scheme = rest.find("://"); scheme != std::string_view::npos) {
+    rest.remove_prefix(scheme + 3);
+  }
+  if (rest.find(',') != std::string_view::npos || rest.starts_with('[')) return "";
+  const std::string host(rest.substr(0, rest.rfind(':')));
+  unsigned char buf[sizeof(in6_addr)];
+  if (host.empty() || ::inet_pton(AF_INET, host.c_str(), buf) == 1) return "";
+  return host;
+}
+
 // What libnats said last on this thread, for an error message.
 std::string last_error() {
   const char* text = nats_GetLastError(nullptr);
   return text != nullptr && *text != '\0' ? text : "no detail";
 }
 
-absl::Status use_tls(natsOptions* o, const routing::NatsTls& tls) {
+// `host`: the name the server's certificate must carry; empty: libnats' own check of the host
+// dialed.
+absl::Status use_tls(natsOptions* o, const routing::NatsTls& tls, const std::string& host) {
   if (!tls.enabled()) return absl::OkStatus();
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return absl::InvalidArgumentError(
         "NATS TLS: a client certificate needs both its cert file and its key file");
   }
   if (natsOptions_SetSecure(o, true) != NATS_OK ||
-      natsOptions_LoadCATrustedCertificates(o, tls.ca_file.c_str()) != NATS_OK) {
+      natsOptions_LoadCATrustedCertificates(o, tls.ca_file.c_str()) != NATS_OK ||
+      (!host.empty() && natsOptions_SetExpectedHostname(o, host.c_str()) != NATS_OK)) {
     return absl::InvalidArgumentError(
         absl::StrCat("NATS TLS: cannot load the CA file ", tls.ca_file, ": ", last_error()));
   }
@@ -93,7 +113,7 @@ absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
   }
   if (s == NATS_OK) s = natsOptions_SetCustomInboxPrefix(o, creds.inbox_prefix.c_str());
   if (s == NATS_OK) {
-    if (absl::Status tls = use_tls(o, c->options_.tls); !tls.ok()) {
+    if (absl::Status tls = use_tls(o, c->options_.tls, dns_name_of(c->options_.url)); !tls.ok()) {
       natsOptions_Destroy(o);
       return tls;
     }

@@ -115,7 +115,13 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     }
     spec.start_nats = *nats;
   }
-  return check_nats_tls(e, spec.nats_tls);
+  POSTAL_TOPO_TRY(check_nats_tls(e, spec.nats_tls));
+  if (spec.start_nats && spec.nats_tls.enabled()) {
+    return fail(e.table.get("nats_tls_ca")->source(), e.where,
+                "nats_tls_ca with start_nats: the nats-server postal up starts serves no TLS (it "
+                "is for one machine; keep it on loopback); drop one of the two");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Checker::check_nats_tls(const Entry& e, NatsTls& tls) const {

@@ -21,17 +21,18 @@ class NatsTlsChannelTest : public ChannelTest {
     ASSERT_FALSE(NatsServer::binary().empty()) << NatsServer::kMissing;
     ASSERT_TRUE(certs_.ok()) << "openssl failed; see " << certs_.log();
   }
-  // `verify`: the server also asks clients for a certificate signed by the CA.
-  void start_nats(bool verify) {
-    std::vector<std::string> tls{"--tls", "--tlscert", certs_.server_cert(), "--tlskey",
-                                 certs_.server_key()};
+  // `verify`: the server also asks clients for a certificate signed by the CA. `elsewhere`: its
+  // certificate names another host.
+  void start_nats(bool verify, bool elsewhere = false) {
+    std::vector<std::string> tls{
+        "--tls", "--tlscert", elsewhere ? certs_.elsewhere_cert() : certs_.server_cert(),
+        "--tlskey", elsewhere ? certs_.elsewhere_key() : certs_.server_key()};
     if (verify) tls.insert(tls.end(), {"--tlsverify", "--tlscacert", certs_.ca_file()});
     nats_ = std::make_unique<NatsServer>(scratch_.path() / "nats", tls);
     ASSERT_TRUE(nats_->ready()) << nats_->log();
   }
-  ChannelAddr addr() const {
-    return must(
-        ChannelAddr::nats("127.0.0.1", static_cast<uint16_t>(nats_->port()), "postal.test.tls"));
+  ChannelAddr addr(const std::string& host = "127.0.0.1") const {
+    return must(ChannelAddr::nats(host, static_cast<uint16_t>(nats_->port()), "postal.test.tls"));
   }
   ChannelOptions with(NatsTls tls) const {
     ChannelOptions o;
@@ -39,8 +40,8 @@ class NatsTlsChannelTest : public ChannelTest {
     o.dial_timeout = absl::Seconds(5);
     return o;
   }
-  absl::Status serve_status(const ChannelOptions& o) {
-    return ChannelServer::serve(io_, addr(), receiving_, receiving_, o).status();
+  absl::Status serve_status(const ChannelOptions& o, const std::string& host = "127.0.0.1") {
+    return ChannelServer::serve(io_, addr(host), receiving_, receiving_, o).status();
   }
   void delivers(const ChannelOptions& o) {
     auto server = serve(addr(), o);
@@ -78,6 +79,26 @@ TEST_F(NatsTlsChannelTest, AServerThatVerifiesClientsTakesOnlyTunnelsWithAClient
   const absl::Status anonymous = serve_status(with({certs_.ca_file(), "", ""}));
   EXPECT_EQ(anonymous.code(), absl::StatusCode::kUnavailable) << anonymous;
   delivers(with({certs_.ca_file(), certs_.client_cert(), certs_.client_key()}));
+}
+
+// A certificate signed by the CA but for another host is refused, whether the server was dialed
+// by name or by IP address.
+TEST_F(NatsTlsChannelTest, TheServersCertificateMustNameTheHostDialed) {
+  start_nats(/*verify=*/false, /*elsewhere=*/true);
+  const ChannelOptions o = with({certs_.ca_file(), "", ""});
+  for (const char* host : {"localhost", "127.0.0.1"}) {
+    const absl::Status s = serve_status(o, host);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << host << ": " << s;
+  }
+}
+
+TEST_F(NatsTlsChannelTest, DialedByTheNameItsCertificateCarriesAChannelDelivers) {
+  start_nats(/*verify=*/false);
+  const ChannelOptions o = with({certs_.ca_file(), "", ""});
+  auto server = must(ChannelServer::serve(io_, addr("localhost"), receiving_, receiving_, o));
+  auto client = dial(server->local_addr(), o);
+  for (int n = 0; n < 50; ++n) post(*client, n);
+  expect_in_order(0, 50);
 }
 
 }  // namespace

@@ -286,10 +286,12 @@ TEST_F(NatsTopologyTest, NatsTlsIsCheckedInTheFile) {
     const char* keys;
     const char* says;
   };
-  for (Bad b : {Bad{"nats_tls_ca = \"\"\n", "nats_tls_ca is empty"},
-                Bad{"nats_tls_cert = \"c.pem\"\nnats_tls_key = \"k.pem\"\n", "needs nats_tls_ca"},
-                Bad{"nats_tls_ca = \"ca.pem\"\nnats_tls_cert = \"c.pem\"\n", "needs both"},
-                Bad{"nats_tls_ca = 7\n", "nats_tls_ca"}}) {
+  for (Bad b :
+       {Bad{"nats_tls_ca = \"\"\n", "nats_tls_ca is empty"},
+        Bad{"nats_tls_cert = \"c.pem\"\nnats_tls_key = \"k.pem\"\n", "needs nats_tls_ca"},
+        Bad{"nats_tls_ca = \"ca.pem\"\nnats_tls_cert = \"c.pem\"\n", "needs both"},
+        Bad{"nats_tls_ca = 7\n", "nats_tls_ca"},
+        Bad{"start_nats = \"127.0.0.1:4222\"\nnats_tls_ca = \"ca.pem\"\n", "serves no TLS"}}) {
     absl::StatusOr<TopologySpec> s = parse_topology(head + b.keys + proc, "t.toml");
     ASSERT_FALSE(s.ok()) << b.keys;
     EXPECT_NE(s.status().message().find(b.says), std::string::npos) << s.status();

@@ -1,6 +1,7 @@
 // test_certs: a throwaway PKI for TLS tests, made by the openssl command (Debian's `openssl`):
-// a CA, a server certificate for 127.0.0.1 and localhost signed by it, a client certificate
-// signed by it, and a second CA that signed neither.
+// a CA, a server certificate for 127.0.0.1 and localhost signed by it, one for another name
+// (elsewhere.example) signed by it, a client certificate signed by it, and a second CA that
+// signed none of them.
 #pragma once
 
 #include <cstdlib>
@@ -19,7 +20,9 @@ class TestCerts {
   explicit TestCerts(std::filesystem::path dir) : dir_(std::move(dir)) {
     std::filesystem::create_directories(dir_);
     std::ofstream(dir_ / "server.ext") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n";
+    std::ofstream(dir_ / "elsewhere.ext") << "subjectAltName=DNS:elsewhere.example\n";
     ok_ = ca("ca") && ca("other-ca") && leaf("server", "127.0.0.1", "server.ext") &&
+          leaf("elsewhere", "elsewhere.example", "elsewhere.ext") &&
           leaf("client", "postal-test-client", "");
   }
   bool ok() const { return ok_; }
@@ -29,6 +32,8 @@ class TestCerts {
   std::string other_ca_file() const { return path("other-ca.pem"); }
   std::string server_cert() const { return path("server.pem"); }
   std::string server_key() const { return path("server.key"); }
+  std::string elsewhere_cert() const { return path("elsewhere.pem"); }
+  std::string elsewhere_key() const { return path("elsewhere.key"); }
   std::string client_cert() const { return path("client.pem"); }
   std::string client_key() const { return path("client.key"); }
 

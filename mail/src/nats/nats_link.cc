@@ -14,7 +14,16 @@ std::string last_error() {
 
 // TLS options before connecting; InvalidArgument naming the file that does not load.
 absl::Status use_tls(natsOptions* opts, const NatsLink::Options& options) {
-  if (options.tls_ca_file.empty()) return absl::OkStatus();
+  if (options.tls_ca_file.empty()) {
+    return options.tls_cert_file.empty() && options.tls_key_file.empty()
+               ? absl::OkStatus()
+               : absl::InvalidArgumentError(
+                     "the NATS store's TLS client certificate needs a CA file (tls_ca_file)");
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "the NATS store's TLS client certificate needs both its cert file and its key file");
+  }
   if (natsOptions_SetSecure(opts, true) != NATS_OK ||
       natsOptions_LoadCATrustedCertificates(opts, options.tls_ca_file.c_str()) != NATS_OK) {
     return absl::InvalidArgumentError(absl::StrCat(

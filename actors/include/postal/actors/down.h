@@ -27,7 +27,8 @@ struct Down {
   std::string reason;   // the stop reason or the error; "no such actor" when it never existed
   bool failed = false;  // it failed (rather than stopped)
   // R-SUP-4: its proc is gone (did not answer, restarted, cannot be reached): the watch is over,
-  // though the actor itself may not have ended. `reason` says which.
+  // though the actor itself may not have ended. `reason` says which. (A field added to the
+  // encoding without a wire-version change: no Down crossed procs before remote watches.)
   bool unreachable = false;
 
   template <class Archive>

@@ -12,7 +12,9 @@
 //     comes back undeliverable), ends the watch with Down{unreachable: true} from the watcher's
 //     keeper. That watch is then over (quarantined): a late Down or answer from the old proc is
 //     dropped, and a new watch starts afresh.
-// Unwatch and the watcher's own end cancel the registration on the target's proc too.
+// Unwatch, the watcher's own end and a watch its keeper ended cancel the registration on the
+// target's proc too; that proc's keeper takes a registration or cancel only from the watcher's
+// own proc.
 // The keeper holds at most kMaxRemoteWatches registrations; past them a watch ends at once with
 // Down{unreachable} saying so.
 #pragma once
