@@ -91,7 +91,7 @@ runtime::SinkInfo ActorCell::info() const {
   return runtime::SinkInfo{std::string(to_string(state_.load(std::memory_order_relaxed))),
                            queued_.load(std::memory_order_relaxed),
                            queued_bytes_.load(std::memory_order_relaxed), bound_.max_messages,
-                           bound_.max_bytes};
+                           bound_.max_bytes, watcher_count()};
 }
 
 void ActorCell::run_slice(size_t budget) {

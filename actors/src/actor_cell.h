@@ -147,7 +147,7 @@ class ActorCell final : public Context,
   // False when this cell has ended: the caller sends Down itself, with `*ended`.
   bool add_watcher(const runtime::ActorAddr& watcher, ActorStatus* ended);
   void remove_watcher(const runtime::ActorAddr& watcher);
-  size_t watcher_count();
+  size_t watcher_count() const;
   void send_down(const runtime::ActorAddr& to, const Down& down);
   void notify_watchers(const ActorStatus& status);
   void end_watches();

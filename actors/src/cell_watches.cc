@@ -99,7 +99,7 @@ bool ActorCell::add_watcher(const runtime::ActorAddr& watcher, ActorStatus* ende
   return true;
 }
 
-size_t ActorCell::watcher_count() {
+size_t ActorCell::watcher_count() const {
   absl::MutexLock lock(&mu_);
   return watchers_.size();
 }

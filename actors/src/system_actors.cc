@@ -34,7 +34,8 @@ class StatusReporter : public Actor, public Handles<StatusQuery> {
       runtime::SinkInfo info = mailbox.sink_info();
       if (info.state.empty()) return;  // a client, not an actor
       status.actors.push_back(ActorInfo{mailbox.owner().id.to_string(), info.state, info.queued,
-                                        info.queued_bytes, info.max_messages, info.max_bytes});
+                                        info.queued_bytes, info.max_messages, info.max_bytes,
+                                        info.watchers});
     });
     std::sort(status.actors.begin(), status.actors.end(),
               [](const ActorInfo& a, const ActorInfo& b) { return a.id < b.id; });

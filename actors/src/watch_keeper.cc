@@ -81,9 +81,7 @@ class WatchKeeper
       ++total_;
     }
     port_of<WatchRequest>(keeper).send(cx, WatchRequest{m.target, m.watcher, true});
-    if (!tick_.valid()) {
-      tick_ = cx.send_every(options_.interval, port_of<WatchTick>(cx.self_addr()), WatchTick{});
-    }
+    start_ticking(cx);
     return absl::OkStatus();
   }
 
@@ -139,6 +137,19 @@ class WatchKeeper
         ++it;
       }
     }
+    // Watcher procs that stopped pinging (killed, cut off, restarted): their registrations here
+    // would never be cancelled, so they go (a live one re-registers when it watches again).
+    for (auto it = served_.begin(); it != served_.end();) {
+      if (now - it->second.last_ping > 2 * options_.timeout) {
+        for (auto& [key, request] : it->second.registrations) {
+          serve_remote_watch(cx.proc(), WatchRequest{request.target, request.watcher, false});
+        }
+        served_total_ -= it->second.registrations.size();
+        served_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
     stop_ticking_when_idle(cx);
     return absl::OkStatus();
   }
@@ -182,15 +193,40 @@ class WatchKeeper
     // Only a watcher's own proc registers or cancels it: a peer cannot cancel someone else's
     // watch or register watchers that live elsewhere.
     if (env == nullptr || !(env->sender().id.proc == m.watcher.id.proc)) return absl::OkStatus();
-    serve_remote_watch(cx.proc(), m);
-    if (m.watch) {
-      port_of<WatchAck>(env->sender()).send(cx, WatchAck{m.target, m.watcher, incarnation_});
+    const std::string from = m.watcher.id.proc.to_string();
+    const std::string key = entry_key(m.target, m.watcher);
+    if (!m.watch) {
+      if (auto it = served_.find(from); it != served_.end()) {
+        served_total_ -= it->second.registrations.erase(key);
+        if (it->second.registrations.empty()) served_.erase(it);
+      }
+      serve_remote_watch(cx.proc(), m);
+      return absl::OkStatus();
     }
+    const auto known = served_.find(from);
+    if (served_total_ >= kMaxRemoteWatches &&
+        (known == served_.end() || !known->second.registrations.contains(key))) {
+      port_of<Down>(m.watcher).send(
+          cx, Down{m.target,
+                   absl::StrCat("its proc serves ", kMaxRemoteWatches,
+                                " remote watches already (kMaxRemoteWatches)"),
+                   false, true});
+    } else {
+      Served& served = served_[from];
+      if (served.registrations.empty()) served.last_ping = cx.proc().now();
+      served_total_ += served.registrations.emplace(key, m).second ? 1 : 0;
+      serve_remote_watch(cx.proc(), m);
+      start_ticking(cx);
+    }
+    port_of<WatchAck>(env->sender()).send(cx, WatchAck{m.target, m.watcher, incarnation_});
     return absl::OkStatus();
   }
 
   absl::Status handle(Context& cx, WatchPing) override {
     if (const runtime::MessageEnvelope* env = cx.envelope()) {
+      if (auto it = served_.find(env->sender().id.proc.to_string()); it != served_.end()) {
+        it->second.last_ping = cx.proc().now();
+      }
       port_of<WatchPong>(env->sender()).send(cx, WatchPong{incarnation_});
     }
     return absl::OkStatus();
@@ -258,8 +294,13 @@ class WatchKeeper
       }
     }
   }
+  void start_ticking(Context& cx) {
+    if (!tick_.valid()) {
+      tick_ = cx.send_every(options_.interval, port_of<WatchTick>(cx.self_addr()), WatchTick{});
+    }
+  }
   void stop_ticking_when_idle(Context& cx) {
-    if (peers_.empty() && tick_.valid()) {
+    if (peers_.empty() && served_.empty() && tick_.valid()) {
       cx.cancel(tick_);
       tick_ = TimerHandle();
     }
@@ -269,6 +310,13 @@ class WatchKeeper
   const uint64_t incarnation_;
   absl::flat_hash_map<std::string, Peer> peers_;  // by the watched proc's id
   size_t total_ = 0;
+  // Other procs' watches of this proc's actors, by the watcher's proc id.
+  struct Served {
+    absl::Time last_ping;
+    absl::flat_hash_map<std::string, WatchRequest> registrations;  // by entry_key
+  };
+  absl::flat_hash_map<std::string, Served> served_;
+  size_t served_total_ = 0;
   TimerHandle tick_;
 };
 

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "postal/actors/actor_handle.h"
 #include "postal/actors/context.h"
+#include "postal/actors/system_actors.h"
 #include "postal/routing/host.h"
 #include "postal/routing/node.h"
 #include "postal/routing/workload.h"
@@ -240,6 +241,37 @@ TEST_F(RemoteWatchTest, R_SUP_4_AProcThatRestartsEndsTheWatchOnceAndItIsNotResur
       << d->reason;
   again.stop();  // the new incarnation's actor: nobody watches it
   expect_no_more_downs();
+}
+
+// When the watcher's proc can no longer reach the target's (killed, cut off), its cancel never
+// arrives either: the target's proc drops what that proc registered once its pings stop for
+// twice the timeout. Here b's listener closes (b's own status is read locally), so nothing of
+// a's reaches b any more.
+TEST_F(RemoteWatchTest, R_SUP_4_RegistrationsOfAWatcherProcThatIsGoneAreDroppedByTheTargetsProc) {
+  actors::ActorHandle<Target> target = must(actors::spawn<Target>(b_->proc(), "target"));
+  watch(remote(*b_, target.addr()));
+  sync_with_b();
+  auto probe = must(runtime::Client::attach(b_->proc(), "probe"));
+  auto watchers = [&]() -> int64_t {
+    absl::StatusOr<actors::ProcStatus> st =
+        actors::query_status(*probe, b_->proc().addr(), kDeadline);
+    if (!st.ok()) return -1;
+    for (const actors::ActorInfo& a : st->actors) {
+      if (a.id == target.addr().id.to_string()) return static_cast<int64_t>(a.watchers);
+    }
+    return -2;
+  };
+  ASSERT_EQ(watchers(), 1);
+  const absl::Time cut = absl::Now();
+  b_->server().vanish();
+  absl::StatusOr<Down> d = next_down();  // a's side ends the watch
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->unreachable);
+  const absl::Time deadline = absl::Now() + kDeadline;
+  while (watchers() != 0 && absl::Now() < deadline) {
+  }
+  EXPECT_EQ(watchers(), 0);
+  EXPECT_GE(absl::Now() - cut, kTimeout) << "dropped before the pings were overdue";
 }
 
 // R-SEC-2 carried to watches: only a watcher's own proc may cancel (or register) it.

@@ -14,9 +14,11 @@
 //     dropped, and a new watch starts afresh.
 // Unwatch, the watcher's own end and a watch its keeper ended cancel the registration on the
 // target's proc too; that proc's keeper takes a registration or cancel only from the watcher's
-// own proc.
-// The keeper holds at most kMaxRemoteWatches registrations; past them a watch ends at once with
-// Down{unreachable} saying so.
+// own proc, and drops what a watcher proc registered once its pings stop for twice the timeout
+// (it could no longer cancel).
+// A keeper holds at most kMaxRemoteWatches watches of its proc's actors and serves at most as
+// many of other procs', and a target has at most as many watchers; past them a watch ends at once
+// with Down{unreachable} saying so.
 #pragma once
 
 #include <cstdint>

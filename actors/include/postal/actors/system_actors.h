@@ -48,9 +48,10 @@ struct ActorInfo {
   uint64_t queued_bytes = 0;
   uint64_t max_messages = 0;
   uint64_t max_bytes = 0;
+  uint64_t watchers = 0;  // R-SUP-2, R-SUP-4: actors registered to hear its end
   template <class A>
   void serialize(A& a) {
-    a(id, state, queued, queued_bytes, max_messages, max_bytes);
+    a(id, state, queued, queued_bytes, max_messages, max_bytes, watchers);
   }
 };
 

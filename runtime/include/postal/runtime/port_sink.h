@@ -22,6 +22,7 @@ struct SinkInfo {
   uint64_t queued_bytes = 0;
   uint64_t max_messages = 0;
   uint64_t max_bytes = 0;
+  uint64_t watchers = 0;  // R-SUP-2, R-SUP-4: actors (of any proc) registered to hear its end
 };
 
 // R-FLOW-1: a bounded sink's answer before it takes an envelope (`PortSink::admit`).
