@@ -8,7 +8,8 @@
 //   subscribe  to its own `<subject>.t.*` and to its own inboxes only.
 // So no member can serve or read another's subject or inboxes, and none can publish outside the
 // topology's subjects (`$JS`, `$SYS`, another topology's procs); a connection without a user of
-// the topology is refused.
+// the topology is refused. The dial-only nodes share `~client`, and so its inboxes: they are not
+// kept from one another (they hold the secret like every member).
 #pragma once
 
 #include <string>
