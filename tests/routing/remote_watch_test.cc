@@ -293,15 +293,24 @@ TEST_F(RemoteWatchTest, R_SUP_4_AnotherProcCannotCancelSomeoneElsesWatch) {
   EXPECT_EQ(d->reason, "still watched");
 }
 
-// A real proc killed -9: its watcher, in this process, hears of it from the watch keepers' pings.
-TEST(RemoteWatchProcTest, R_SUP_4_AProcKilledMinus9EndsTheWatchOfItsActorUnreachable) {
+// A real proc killed -9: its watcher, in this process, hears of it from the watch keepers' pings
+// — directly, and through a gateway (whose own channel stays healthy: only the keepers' pings,
+// which go end to end, see the proc behind it die).
+class RemoteWatchProcTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RemoteWatchProcTest, R_SUP_4_AProcKilledMinus9EndsTheWatchOfItsActorUnreachable) {
+  const bool via_gateway = GetParam();
   TopologySpec spec;
-  spec.name = absl::StrCat("watch-", ::getpid());
+  spec.name = absl::StrCat("watch-", ::getpid(), via_gateway ? "-gw" : "");
   spec.on_proc_exit = OnProcExit::kIgnore;  // the host goes on after the kill
-  const std::string sock = absl::StrCat("ipc:///tmp/postal-watch-", ::getpid(), "/gamma.sock");
+  const std::string dir =
+      absl::StrCat("ipc:///tmp/postal-watch-", ::getpid(), via_gateway ? "-gw" : "");
+  if (via_gateway) {
+    spec.gateways.push_back({"edge", must(runtime::ChannelAddr::parse(dir + "/edge.sock")), {}});
+  }
   spec.procs.push_back({"gamma",
-                        must(runtime::ChannelAddr::parse(sock)),
-                        std::nullopt,
+                        must(runtime::ChannelAddr::parse(dir + "/gamma.sock")),
+                        via_gateway ? std::optional<std::string>("edge") : std::nullopt,
                         1,
                         std::nullopt,
                         {},
@@ -319,6 +328,7 @@ TEST(RemoteWatchProcTest, R_SUP_4_AProcKilledMinus9EndsTheWatchOfItsActorUnreach
   runtime::OpenPort<Down> downs = runtime::open_port<Down>(*client);
   auto watcher = must(actors::spawn<Watcher>(proc, "watcher", downs.handle.bind()));
   const ActorAddr echo = *(*host)->actor_addr("gamma", "echo");
+  EXPECT_EQ(echo.location.is_via(), via_gateway);
   watcher.ref().send(*client, WatchIt{echo, false});
   watcher.ref().send(
       *client,
@@ -335,6 +345,9 @@ TEST(RemoteWatchProcTest, R_SUP_4_AProcKilledMinus9EndsTheWatchOfItsActorUnreach
   EXPECT_EQ(d->who.id, echo.id);
   EXPECT_TRUE(d->unreachable) << d->reason;
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, RemoteWatchProcTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "ViaGateway" : "Direct"; });
 
 }  // namespace
 }  // namespace postal::routing
