@@ -4,7 +4,10 @@
 // one with `unreachable` when its proc vanishes, restarts or is killed.
 #include "postal/actors/remote_watch.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,6 +25,7 @@
 #include "postal/routing/workload.h"
 #include "postal/runtime/client.h"
 #include "support/must.h"
+#include "support/nats_server.h"
 
 namespace {
 
@@ -294,22 +298,44 @@ TEST_F(RemoteWatchTest, R_SUP_4_AnotherProcCannotCancelSomeoneElsesWatch) {
 }
 
 // A real proc killed -9: its watcher, in this process, hears of it from the watch keepers' pings
-// — directly, and through a gateway (whose own channel stays healthy: only the keepers' pings,
-// which go end to end, see the proc behind it die).
-class RemoteWatchProcTest : public ::testing::TestWithParam<bool> {};
+// — directly, through a gateway (whose own channel stays healthy: only the keepers' pings, which
+// go end to end, see the proc behind it die), and over nats:// (a nats-server postal up starts).
+enum class Path { kDirect, kViaGateway, kOverNats };
+
+int free_tcp_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+class RemoteWatchProcTest : public ::testing::TestWithParam<Path> {};
 
 TEST_P(RemoteWatchProcTest, R_SUP_4_AProcKilledMinus9EndsTheWatchOfItsActorUnreachable) {
-  const bool via_gateway = GetParam();
+  const bool via_gateway = GetParam() == Path::kViaGateway;
   TopologySpec spec;
-  spec.name = absl::StrCat("watch-", ::getpid(), via_gateway ? "-gw" : "");
+  spec.name = absl::StrCat("watch-", ::getpid(), "-", static_cast<int>(GetParam()));
   spec.on_proc_exit = OnProcExit::kIgnore;  // the host goes on after the kill
-  const std::string dir =
-      absl::StrCat("ipc:///tmp/postal-watch-", ::getpid(), via_gateway ? "-gw" : "");
+  const std::string dir = absl::StrCat("ipc:///tmp/", spec.name);
   if (via_gateway) {
     spec.gateways.push_back({"edge", must(runtime::ChannelAddr::parse(dir + "/edge.sock")), {}});
   }
+  runtime::ChannelAddr listen = must(runtime::ChannelAddr::parse(dir + "/gamma.sock"));
+  if (GetParam() == Path::kOverNats) {
+    if (test_support::NatsServer::binary().empty())
+      GTEST_SKIP() << test_support::NatsServer::kMissing;
+    const int port = free_tcp_port();
+    spec.start_nats = absl::StrCat("127.0.0.1:", port);
+    listen = must(runtime::ChannelAddr::nats("127.0.0.1", static_cast<uint16_t>(port),
+                                             absl::StrCat("postal.", spec.name, ".gamma")));
+  }
   spec.procs.push_back({"gamma",
-                        must(runtime::ChannelAddr::parse(dir + "/gamma.sock")),
+                        listen,
                         via_gateway ? std::optional<std::string>("edge") : std::nullopt,
                         1,
                         std::nullopt,
@@ -346,8 +372,13 @@ TEST_P(RemoteWatchProcTest, R_SUP_4_AProcKilledMinus9EndsTheWatchOfItsActorUnrea
   EXPECT_TRUE(d->unreachable) << d->reason;
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, RemoteWatchProcTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "ViaGateway" : "Direct"; });
+INSTANTIATE_TEST_SUITE_P(Paths, RemoteWatchProcTest,
+                         ::testing::Values(Path::kDirect, Path::kViaGateway, Path::kOverNats),
+                         [](const auto& info) {
+                           return info.param == Path::kDirect       ? "Direct"
+                                  : info.param == Path::kViaGateway ? "ViaGateway"
+                                                                    : "OverNats";
+                         });
 
 }  // namespace
 }  // namespace postal::routing
