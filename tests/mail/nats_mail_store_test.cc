@@ -160,7 +160,7 @@ TEST_F(NatsStoreTest, AForeignRecordIsRefusedByItsLookupAndSkippedByListings) {
 // TLS to the server (NatsStoreOptions::tls_*): a server that serves TLS and verifies clients
 // takes a store with the CA and a client certificate, and refuses one without TLS, one trusting
 // another CA and one without a client certificate.
-TEST(NatsStoreTlsTest, AStoreTalksTlsWithItsCaAndClientCertificateAndNothingElseConnects) {
+TEST(NatsStoreTlsTest, R_SEC_1_AStoreTalksTlsWithItsCaAndCertificateAndNothingElseConnects) {
   ASSERT_FALSE(NatsServer::binary().empty()) << NatsServer::kMissing;
   test_support::ScratchDir scratch;
   test_support::TestCerts certs(scratch.path() / "certs");

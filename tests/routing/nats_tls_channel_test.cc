@@ -56,8 +56,7 @@ class NatsTlsChannelTest : public ChannelTest {
   std::unique_ptr<NatsServer> nats_;
 };
 
-TEST_F(NatsTlsChannelTest,
-       WithTheCaAChannelDeliversInOrderAndWithoutTlsOrAnotherCaNothingConnects) {
+TEST_F(NatsTlsChannelTest, R_SEC_1_WithTheCaATunnelDeliversWithoutTlsOrAnotherCaNothingConnects) {
   start_nats(/*verify=*/false);
   delivers(with({certs_.ca_file(), "", ""}));
 
@@ -74,7 +73,7 @@ TEST_F(NatsTlsChannelTest,
   EXPECT_NE(missing.message().find("no-such-ca.pem"), std::string::npos) << missing;
 }
 
-TEST_F(NatsTlsChannelTest, AServerThatVerifiesClientsTakesOnlyTunnelsWithAClientCertificate) {
+TEST_F(NatsTlsChannelTest, R_SEC_1_AVerifyingServerTakesOnlyTunnelsWithAClientCertificate) {
   start_nats(/*verify=*/true);
   const absl::Status anonymous = serve_status(with({certs_.ca_file(), "", ""}));
   EXPECT_EQ(anonymous.code(), absl::StatusCode::kUnavailable) << anonymous;
@@ -83,7 +82,7 @@ TEST_F(NatsTlsChannelTest, AServerThatVerifiesClientsTakesOnlyTunnelsWithAClient
 
 // A certificate signed by the CA but for another host is refused, whether the server was dialed
 // by name or by IP address.
-TEST_F(NatsTlsChannelTest, TheServersCertificateMustNameTheHostDialed) {
+TEST_F(NatsTlsChannelTest, R_SEC_1_TheServersCertificateMustNameTheHostDialed) {
   start_nats(/*verify=*/false, /*elsewhere=*/true);
   const ChannelOptions o = with({certs_.ca_file(), "", ""});
   for (const char* host : {"localhost", "127.0.0.1"}) {
@@ -92,7 +91,7 @@ TEST_F(NatsTlsChannelTest, TheServersCertificateMustNameTheHostDialed) {
   }
 }
 
-TEST_F(NatsTlsChannelTest, DialedByTheNameItsCertificateCarriesAChannelDelivers) {
+TEST_F(NatsTlsChannelTest, R_SEC_1_DialedByTheNameItsCertificateCarriesAChannelDelivers) {
   start_nats(/*verify=*/false);
   const ChannelOptions o = with({certs_.ca_file(), "", ""});
   auto server = must(ChannelServer::serve(io_, addr("localhost"), receiving_, receiving_, o));

@@ -26,6 +26,7 @@
 #include "postal/routing/topology_spec.h"
 #include "postal/routing/workload.h"
 #include "postal/runtime/port.h"
+#include "support/free_port.h"
 #include "support/nats_server.h"
 #include "support/scratch_dir.h"
 #include "support/test_certs.h"
@@ -42,16 +43,41 @@ constexpr uint64_t kVolume = 20'000;
 constexpr uint64_t kVolume = 100'000;
 #endif
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+using test_support::free_port;
+
+// Procs alpha and beta, each with a driver and an echo, listening on `subject_prefix`.<name> of
+// the NATS server at 127.0.0.1:`port`.
+TopologySpec two_procs_on_nats(const std::string& name, int port,
+                               const std::string& subject_prefix) {
+  TopologySpec s;
+  s.name = name;
+  for (const char* p : {"alpha", "beta"}) {
+    s.procs.push_back({p,
+                       *ChannelAddr::nats("127.0.0.1", static_cast<uint16_t>(port),
+                                          absl::StrCat(subject_prefix, ".", p)),
+                       std::nullopt,
+                       1,
+                       std::nullopt,
+                       {},
+                       std::nullopt});
+    s.actors.push_back({p, "driver", std::string(kDriverType), {}});
+    s.actors.push_back({p, "echo", std::string(kEchoType), {}});
+  }
+  return s;
+}
+
+// 100 ping-pongs from alpha's driver to beta's echo, all answered.
+void expect_ping_pong_alpha_to_beta(Host& host) {
+  DriveRequest r;
+  r.pattern = "ping-pong";
+  r.targets = {payload_port(*host.actor_addr("beta", "echo"))};
+  r.messages = 100;
+  r.size = 64;
+  auto result = runtime::request(host.client(), drive_port(*host.actor_addr("alpha", "driver")),
+                                 std::move(r), kDeadline);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->error.empty()) << result->error;
+  EXPECT_EQ(result->messages, 100u);
 }
 
 class NatsTopologyTest : public ::testing::Test {
@@ -308,7 +334,7 @@ TEST_F(NatsTopologyTest, NatsTlsIsCheckedInTheFile) {
 
 // `nats_tls_ca`/`_cert`/`_key` reach every launched proc: real `postal proc` children talk to a
 // nats-server that serves TLS and verifies client certificates (the host's own client too).
-TEST(NatsTlsTopologyTest, ProcsOfATopologyWithNatsTlsTalkThroughAServerThatRequiresIt) {
+TEST(NatsTlsTopologyTest, R_SEC_1_ProcsWithNatsTlsTalkThroughAServerThatRequiresIt) {
   ASSERT_FALSE(test_support::NatsServer::binary().empty()) << test_support::NatsServer::kMissing;
   test_support::ScratchDir scratch;
   test_support::TestCerts certs(scratch.path() / "certs");
@@ -317,37 +343,15 @@ TEST(NatsTlsTopologyTest, ProcsOfATopologyWithNatsTlsTalkThroughAServerThatRequi
       scratch.path() / "nats", {"--tls", "--tlscert", certs.server_cert(), "--tlskey",
                                 certs.server_key(), "--tlsverify", "--tlscacert", certs.ca_file()});
   ASSERT_TRUE(nats.ready()) << nats.log();
-  TopologySpec s;
-  s.name = absl::StrCat("nats-tls-", ::getpid());
+  TopologySpec s = two_procs_on_nats(absl::StrCat("nats-tls-", ::getpid()), nats.port(),
+                                     absl::StrCat("postal.tls", ::getpid()));
   s.nats_tls = {certs.ca_file(), certs.client_cert(), certs.client_key()};
-  for (const char* p : {"alpha", "beta"}) {
-    s.procs.push_back({p,
-                       *ChannelAddr::nats("127.0.0.1", static_cast<uint16_t>(nats.port()),
-                                          absl::StrCat("postal.tls", ::getpid(), ".", p)),
-                       std::nullopt,
-                       1,
-                       std::nullopt,
-                       {},
-                       std::nullopt});
-    s.actors.push_back({p, "driver", std::string(kDriverType), {}});
-    s.actors.push_back({p, "echo", std::string(kEchoType), {}});
-  }
   HostOptions o;
   o.postal_binary = POSTAL_BINARY;
   o.proc_workers = 1;
   auto host = Host::up(s, o);
   ASSERT_TRUE(host.ok()) << host.status();
-  DriveRequest r;
-  r.pattern = "ping-pong";
-  r.targets = {payload_port(*(*host)->actor_addr("beta", "echo"))};
-  r.messages = 100;
-  r.size = 64;
-  auto result =
-      runtime::request((*host)->client(), drive_port(*(*host)->actor_addr("alpha", "driver")),
-                       std::move(r), kDeadline);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_TRUE(result->error.empty()) << result->error;
-  EXPECT_EQ(result->messages, 100u);
+  expect_ping_pong_alpha_to_beta(**host);
 }
 
 // R-SEC-4 on a cluster the operator runs: `postal nats-users` prints the users and permissions of
@@ -359,22 +363,10 @@ TEST(NatsUsersTest, R_SEC_4_AClusterConfiguredByNatsUsersKeepsEachProcToItsSubje
   const std::string secret(32, 'k');
   const std::filesystem::path secret_file = scratch.path() / "topology.secret";
   std::ofstream(secret_file) << secret;
-  // The topology file names the server's port, which the server picks: write it after.
+  // The topology names the server's port, so the test picks it before starting the server.
   const int port = free_port();
-  TopologySpec s;
-  s.name = absl::StrCat("nats-users-", ::getpid());
-  for (const char* p : {"alpha", "beta"}) {
-    s.procs.push_back({p,
-                       *ChannelAddr::nats("127.0.0.1", static_cast<uint16_t>(port),
-                                          absl::StrCat("postal.users", ::getpid(), ".", p)),
-                       std::nullopt,
-                       1,
-                       std::nullopt,
-                       {},
-                       std::nullopt});
-    s.actors.push_back({p, "driver", std::string(kDriverType), {}});
-    s.actors.push_back({p, "echo", std::string(kEchoType), {}});
-  }
+  const TopologySpec s = two_procs_on_nats(absl::StrCat("nats-users-", ::getpid()), port,
+                                           absl::StrCat("postal.users", ::getpid()));
   const std::filesystem::path toml = scratch.path() / "t.toml";
   std::ofstream(toml) << "[topology]\nname = \"" << s.name << "\"\n"
                       << "[[proc]]\nname = \"alpha\"\nlisten = \"" << s.procs[0].listen.to_string()
@@ -386,6 +378,13 @@ TEST(NatsUsersTest, R_SEC_4_AClusterConfiguredByNatsUsersKeepsEachProcToItsSubje
                                      conf.string(), "'")
                             .c_str()),
             0);
+  // Without the secret it says what it needs and prints nothing.
+  const std::filesystem::path none = scratch.path() / "none.conf";
+  EXPECT_NE(std::system(absl::StrCat("env -u POSTAL_SECRET_FD ", POSTAL_BINARY, " nats-users '",
+                                     toml.string(), "' > '", none.string(), "' 2>/dev/null")
+                            .c_str()),
+            0);
+  EXPECT_EQ(std::filesystem::file_size(none), 0u);
   auto key = ChannelKey::derive(secret);
   ASSERT_TRUE(key.ok()) << key.status();
   std::stringstream printed;
@@ -401,16 +400,7 @@ TEST(NatsUsersTest, R_SEC_4_AClusterConfiguredByNatsUsersKeepsEachProcToItsSubje
   o.secret = secret;
   auto host = Host::up(s, o);
   ASSERT_TRUE(host.ok()) << host.status();
-  DriveRequest r;
-  r.pattern = "ping-pong";
-  r.targets = {payload_port(*(*host)->actor_addr("beta", "echo"))};
-  r.messages = 100;
-  r.size = 64;
-  auto result =
-      runtime::request((*host)->client(), drive_port(*(*host)->actor_addr("alpha", "driver")),
-                       std::move(r), kDeadline);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->messages, 100u);
+  expect_ping_pong_alpha_to_beta(**host);
 
   EXPECT_FALSE(NatsPeer(absl::StrCat("nats://127.0.0.1:", port), nullptr).connected())
       << "a stranger got in";

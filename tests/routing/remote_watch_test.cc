@@ -4,10 +4,7 @@
 // one with `unreachable` when its proc vanishes, restarts or is killed.
 #include "postal/actors/remote_watch.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -24,6 +21,7 @@
 #include "postal/routing/node.h"
 #include "postal/routing/workload.h"
 #include "postal/runtime/client.h"
+#include "support/free_port.h"
 #include "support/must.h"
 #include "support/nats_server.h"
 
@@ -302,18 +300,6 @@ TEST_F(RemoteWatchTest, R_SUP_4_AnotherProcCannotCancelSomeoneElsesWatch) {
 // go end to end, see the proc behind it die), and over nats:// (a nats-server postal up starts).
 enum class Path { kDirect, kViaGateway, kOverNats };
 
-int free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 class RemoteWatchProcTest : public ::testing::TestWithParam<Path> {};
 
 TEST_P(RemoteWatchProcTest, R_SUP_4_AProcKilledMinus9EndsTheWatchOfItsActorUnreachable) {
@@ -329,7 +315,7 @@ TEST_P(RemoteWatchProcTest, R_SUP_4_AProcKilledMinus9EndsTheWatchOfItsActorUnrea
   if (GetParam() == Path::kOverNats) {
     if (test_support::NatsServer::binary().empty())
       GTEST_SKIP() << test_support::NatsServer::kMissing;
-    const int port = free_tcp_port();
+    const int port = test_support::free_port();
     spec.start_nats = absl::StrCat("127.0.0.1:", port);
     listen = must(runtime::ChannelAddr::nats("127.0.0.1", static_cast<uint16_t>(port),
                                              absl::StrCat("postal.", spec.name, ".gamma")));
