@@ -1,11 +1,13 @@
 // libFuzzer: wire v2's frame splitter and control-frame decoders (routing/src/frames_v2.h,
 // docs/wire.md §3, §4, §8–§11). Any bytes: frames or a stream error, never a crash; a frame that
-// decodes encodes back to the same body (HELLO, WELCOME, ACK, ABORT/CANCEL, GOODBYE, PING).
+// decodes encodes back to the same body (HELLO, WELCOME, ACK, ABORT/CANCEL, GOODBYE, PING), or
+// for CREDIT (§10.1, whose actor texts are parsed) to a body that decodes to the same frame.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "credit_frame.h"
 #include "frames_v2.h"
 
 namespace v2 = postal::routing::internal::v2;
@@ -58,6 +60,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case v2::Kind::kPing:
         round_trip<v2::Ping>(body, v2::decode_ping, v2::append_ping);
         break;
+      case v2::Kind::kCredit: {
+        auto c = v2::decode_credit(body);
+        if (!c.ok()) break;
+        std::string again;
+        v2::append(again, *c);
+        auto back = v2::decode_credit(std::string_view(again).substr(v2::kPrefixBytes));
+        if (!back.ok() || !(*back == *c)) __builtin_trap();
+        break;
+      }
       case v2::Kind::kReject:
         (void)v2::decode_reject(body);
         break;

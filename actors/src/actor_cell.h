@@ -108,6 +108,10 @@ class ActorCell final : public Context,
   // R-FLOW-1 (cell_bounds.cc): reserves room against the mailbox bound, or refuses by policy.
   runtime::Admission admit(runtime::MessageEnvelope& env) override;
   bool wait_for_room(absl::Time deadline) override;
+  // R-FLOW-2, credit (cell_bounds.cc): `on_room` runs once the mailbox is at half its bound or
+  // less, or the actor stops; at most kMaxRoomListeners wait at once (false past it).
+  bool notify_on_room(std::function<void()> on_room) override;
+  static constexpr size_t kMaxRoomListeners = 65536;
 
   // --- Schedulable: one runner at a time ---
   // After a call that terminated the cell, nothing here touches it again (R-ACT-7).
@@ -133,6 +137,10 @@ class ActorCell final : public Context,
   // A counted envelope (handler port) left the mailbox: frees its room, wakes blocked senders.
   void release_room(const runtime::MessageEnvelope& env);
   void wake_blocked_senders();
+  // Credit: the mailbox is at half its bound or less (or the actor is ending).
+  bool credit_room() const;
+  // Runs (once) every on_room registered so far.
+  void call_room_listeners();
   runtime::DeliveryFailure overloaded(const runtime::MessageEnvelope& env, uint64_t bytes,
                                       std::string detail) const;
   bool has_replay() const { return !replay_.empty(); }
@@ -210,6 +218,9 @@ class ActorCell final : public Context,
   std::atomic<uint32_t> blocked_senders_{0};
   struct RoomWaiters;                             // cell_bounds.cc; made by the first to block
   std::atomic<RoomWaiters*> room_{nullptr};
+  std::atomic<uint32_t> room_listeners_{0};  // listeners_.size(), read without the lock
+  absl::Mutex listeners_mu_;
+  std::vector<std::function<void()>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
   absl::Mutex drop_mu_;                           // kDropOldest only (see pop_queue)
   // kDropOldest: what a dropping sender popped but must not drop (a reply to the actor's own
   // request, a supervision message), handled before the queue. Oldest first.

@@ -155,6 +155,40 @@ void ActorCell::release_room(const MessageEnvelope& env) {
   queued_bytes_.fetch_sub(env.held_bytes(), std::memory_order_seq_cst);
   // Seen by a sender that registered before its last look at the counts (both seq_cst).
   if (blocked_senders_.load(std::memory_order_seq_cst) != 0) wake_blocked_senders();
+  if (room_listeners_.load(std::memory_order_seq_cst) != 0 && credit_room()) {
+    call_room_listeners();
+  }
+}
+
+bool ActorCell::credit_room() const {
+  // Half the bound: the sender that was paused gets room for a burst, and the actor still has
+  // half a mailbox to work on while that burst crosses the channel.
+  return (queued_.load(std::memory_order_seq_cst) <= bound_.max_messages / 2 &&
+          queued_bytes_.load(std::memory_order_seq_cst) <= bound_.max_bytes / 2) ||
+         stop_requested() || is_terminal(state_.load());
+}
+
+bool ActorCell::notify_on_room(std::function<void()> on_room) {
+  {
+    absl::MutexLock lock(&listeners_mu_);
+    if (listeners_.size() >= kMaxRoomListeners) return false;
+    listeners_.push_back(std::move(on_room));
+    room_listeners_.store(static_cast<uint32_t>(listeners_.size()), std::memory_order_seq_cst);
+  }
+  // Registered before this look (seq_cst both): a release that drained the mailbox meanwhile
+  // either saw the listener or is seen here.
+  if (credit_room()) call_room_listeners();
+  return true;
+}
+
+void ActorCell::call_room_listeners() {
+  std::vector<std::function<void()>> due;
+  {
+    absl::MutexLock lock(&listeners_mu_);
+    due.swap(listeners_);
+    room_listeners_.store(0, std::memory_order_seq_cst);
+  }
+  for (std::function<void()>& f : due) f();
 }
 
 void ActorCell::wake_blocked_senders() {

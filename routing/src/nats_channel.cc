@@ -55,6 +55,7 @@ class NatsClient final : public ChannelClient {
   size_t unacked() const override { return inner_->unacked(); }
   void close() override { inner_->close(); }
   Liveness liveness() const override { return inner_->liveness(); }
+  Credit credit() const override { return inner_->credit(); }
 
  private:
   std::unique_ptr<nats_tunnel::TunnelClient> tunnel_;  // declared first: destroyed last

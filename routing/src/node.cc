@@ -30,6 +30,11 @@ bool Node::Relay::accepts_stream(const runtime::PortAddr& next_hop) const {
   return to != nullptr && to->accepts_stream(next_hop);
 }
 
+bool Node::Relay::notify_on_room(const runtime::ActorId& actor, std::function<void()> on_room) {
+  runtime::MailboxSender* to = to_.load();
+  return to != nullptr && to->notify_on_room(actor, std::move(on_room));
+}
+
 void Node::Relay::return_envelope(runtime::EnvelopePtr env) {
   if (runtime::ReturnHandle* ret = ret_.load()) ret->return_envelope(std::move(env));
 }
@@ -55,6 +60,12 @@ bool Node::Ingress::accepts_stream(const runtime::PortAddr& next_hop) const {
     return node_.gateway_->accepts_stream_from_network(next_hop, node_.dial_->booked_only());
   return next_hop.id.actor.proc != node_.proc_->id() &&
          node_.dial_->booked_only().accepts_stream(next_hop);
+}
+
+bool Node::Ingress::notify_on_room(const runtime::ActorId& actor,
+                                   std::function<void()> on_room) {
+  if (node_.gateway_ || !(actor.proc == node_.proc_->id())) return false;
+  return node_.proc_->notify_on_room(actor, std::move(on_room));
 }
 
 absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {

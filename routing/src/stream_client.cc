@@ -332,11 +332,11 @@ void StreamClientCore::send_hello() {
   splitter_ = v2::FrameSplitter(v2::kHandshakeFrameLimit);
   // §4.2: resume when something written is outstanding; otherwise present a new session, so a
   // server that lost its sessions has nothing to reject.
-  // A transfer registered there (its DATA acked) resumes the session too (§9.5).
-  hello_resuming_ = written_ > acked_ || std::any_of(transfers_.begin(), transfers_.end(),
-                                                     [&](const std::unique_ptr<Transfer>& t) {
-                                                       return t->seq < acked_;
-                                                     });
+  // A transfer registered there (its DATA acked) resumes the session too (§9.5), and so do
+  // destinations it paused (§10.1 rule 58: the pauses are the session's).
+  hello_resuming_ = written_ > acked_ || !paused_.empty() ||
+                    std::any_of(transfers_.begin(), transfers_.end(),
+                                [&](const std::unique_ptr<Transfer>& t) { return t->seq < acked_; });
   if (!hello_resuming_ && session_presented_) new_session();
   session_presented_ = true;
   v2::Hello hello;
@@ -493,12 +493,13 @@ void StreamClientCore::arm_deadline() {
 void StreamClientCore::on_deadline(const boost::system::error_code& ec) {
   deadline_armed_ = false;
   if (ec || closed()) return;
+  expire_paused();  // §10.1: held past delivery_timeout for a destination still full
   if (!anything_pending()) {
     idle_ = true;
     return;
   }
   if (absl::Now() - progress_at_ < options_.delivery_timeout) return arm_deadline();
-  if (waiting_on_upstream()) {  // §9.11: no ack is due; the bytes are
+  if (waiting_on_upstream() || waiting_on_credit()) {  // §9.11, §10.1: no ack is due
     progress_at_ = absl::Now();
     return arm_deadline();
   }
@@ -539,6 +540,7 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
     if (p.seq >= acked_ && p.env) returned.push_back(std::move(p.env));
   }
   for (EnvelopePtr& env : held_) returned.push_back(std::move(env));
+  for (EnvelopePtr& env : take_paused()) returned.push_back(std::move(env));
   for (Queued& q : queued) returned.push_back(std::move(q.env));
   pending_.clear();
   transfers_.clear();
@@ -603,6 +605,7 @@ class StreamChannelClient final : public ChannelClient {
   absl::Status status() const override { return core_->status(); }
   size_t unacked() const override { return core_->unacked(); }
   Liveness liveness() const override { return core_->liveness(); }
+  Credit credit() const override { return core_->credit(); }
   void close() override {
     if (core_->closed()) return;
     core_->close(absl::CancelledError(

@@ -75,6 +75,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -134,6 +135,11 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   ChannelClient::Liveness liveness() const {
     return {heartbeat_on_.load(std::memory_order_acquire),
             peer_dead_.load(std::memory_order_acquire), deaths_.load(std::memory_order_acquire)};
+  }
+  // R-FLOW-2, credit (§10.1).
+  ChannelClient::Credit credit() const {
+    return {paused_count_.load(std::memory_order_acquire),
+            paused_held_.load(std::memory_order_acquire)};
   }
   absl::Status status() const;
   size_t unacked() const { return closed() ? 0 : outstanding_.load(std::memory_order_acquire); }
@@ -224,6 +230,18 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void on_heartbeat_tick(uint64_t gen);
   // PING (answered with PONG) or PONG; a stream error without the feature.
   void on_heartbeat_frame(uint64_t gen, v2::Kind kind, std::string_view body);
+  // ---- Credit (stream_client_credit.cc; docs/wire.md §10.1, R-FLOW-2) ----
+  // CREDIT: pauses destination actors, or opens them and sends what they held.
+  void on_credit(uint64_t gen, std::string_view body);
+  // Holds `env` when its destination actor is paused (handler ports only); whether it did.
+  bool hold_paused(runtime::EnvelopePtr& env);
+  // Takes every paused destination's envelopes (each destination's in order) and forgets the
+  // pauses: a new connection starts with every destination open.
+  std::vector<runtime::EnvelopePtr> take_paused();
+  // Returns Overloaded the envelopes of destinations paused for delivery_timeout or longer.
+  void expire_paused();
+  // Everything sequenced is acked and paused destinations hold the rest: no ACK is due.
+  bool waiting_on_credit() const;
   // Moves what posts queued into `pending_`, sequenced and encoded (§6.1). Only while up.
   void sequence();
   // Sequences `env` unless its pair must wait (§9.8 rule 34): then it joins `held_`.
@@ -323,6 +341,14 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   std::vector<Queued> taking_;   // the batch `sequence` took from queued_ (kept for capacity)
   std::deque<Pending> pending_;  // sequenced, unacked, by seq (contiguous)
   std::deque<runtime::EnvelopePtr> held_;  // waiting behind their pair's transfer (§9.8)
+  // §10.1: destination actors the server paused, with the envelopes held for each (in order).
+  struct Paused {
+    std::deque<runtime::EnvelopePtr> envs;
+    absl::Time since;
+  };
+  absl::flat_hash_map<runtime::ActorId, Paused> paused_;
+  std::atomic<size_t> paused_count_{0};  // paused_.size(), for credit()
+  std::atomic<size_t> paused_held_{0};   // envelopes held in paused_, for credit()
   std::vector<std::unique_ptr<Transfer>> transfers_;  // incomplete, by seq
   std::vector<ChunkCut> cuts_;                        // the chunks of the write round in progress
   std::optional<ChunkCut> cut_half_;  // a chunk the socket took part of: it goes on first

@@ -23,7 +23,8 @@ std::chrono::steady_clock::duration to_steady(absl::Duration d) {
 }  // namespace
 
 uint32_t StreamClientCore::offered_features() const {
-  return options_.heartbeat_interval > absl::ZeroDuration() ? v2::kFeatureHeartbeat : 0;
+  return (options_.heartbeat_interval > absl::ZeroDuration() ? v2::kFeatureHeartbeat : 0) |
+         (options_.credit ? v2::kFeatureCredit : 0);
 }
 
 void StreamClientCore::arm_heartbeat() {

@@ -63,6 +63,8 @@ void StreamClientCore::handle(uint64_t gen, v2::Kind kind, std::string_view body
       return on_heartbeat_frame(gen, kind, body);
     case v2::Kind::kCancel:
       return on_cancel(gen, body);
+    case v2::Kind::kCredit:
+      return on_credit(gen, body);
     default:
       return link_failed(gen, absl::StrCat("protocol error: unexpected frame kind ",
                                            static_cast<int>(kind), " from the server"));
@@ -113,6 +115,11 @@ void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
         /*rejected=*/true);
   }
   const size_t before = pending_.size();
+  // §10.1: pauses belong to the session. A new one starts with every destination open, and
+  // what paused ones held goes after everything sequenced before; a resumed one keeps them (the
+  // server repeats them, and the opens it could not send, right after its WELCOME).
+  std::vector<EnvelopePtr> unpaused;
+  if (!hello_resuming_) unpaused = take_paused();
   if (!hello_resuming_) {
     // A new session: its dictionary starts empty with the bounds the server announced, and
     // what is pending (never written) is encoded afresh from seq 0, held ones after it.
@@ -151,6 +158,7 @@ void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
     }
     for (Transfer* t : complete) finish_transfer(t);
   }
+  for (EnvelopePtr& env : unpaused) admit(std::move(env));
   next_to_send_ = acked_;  // everything else is (re)sent
   send_offset_ = 0;
   link_ = Link::kUp;
@@ -322,8 +330,10 @@ void StreamClientCore::sequence() {
   }
   const size_t limit = chunk_limit();
   for (Queued& q : taking_) {
-    // The common case, no transfer under way and none coming: nothing can be held.
-    if (q.bytes <= limit && transfers_.empty() && held_.empty() && !q.env->data().stream()) {
+    // The common case, no transfer under way and none coming, nothing paused: nothing can be
+    // held.
+    if (q.bytes <= limit && transfers_.empty() && held_.empty() && paused_.empty() &&
+        !q.env->data().stream()) {
       encode(q.env);
     } else {
       admit(std::move(q.env));
@@ -360,6 +370,7 @@ void StreamClientCore::admit(EnvelopePtr env) {
       }
     }
   }
+  if (hold_paused(env)) return;  // §10.1: its destination's mailbox is full
   if (must_hold(*env)) {
     held_.push_back(std::move(env));
     return;

@@ -356,9 +356,88 @@ class Connection : public std::enable_shared_from_this<Connection> {
     welcome.features = session->features;
     welcome.transfers = session->progress();  // §9.5: where each transfer resumes
     v2::append(out_, welcome);
+    if (!created) repeat_pauses();  // §10.1: a CREDIT may have been lost with the connection
     flush();
     return true;
   }
+
+  // ---- Credit (docs/wire.md §10.1, R-FLOW-2) ----
+
+  // Posts a decoded envelope into the proc. With the `credit` feature, a refusal because the
+  // destination actor's mailbox is full pauses that actor for this session (note_refusal).
+  void deliver(EnvelopePtr env) {
+    if ((session_->features & v2::kFeatureCredit) == 0) {
+      core_->deliver_to_.post(std::move(env), core_->ret_);
+      return;
+    }
+    CreditReturns returns(*this);
+    core_->deliver_to_.post(std::move(env), returns);
+  }
+
+  // The proc returned `env` at once (it is about to go back to its sender): when a full mailbox
+  // of this proc refused it, the session pauses the actor until the mailbox has room again.
+  void note_refusal(const runtime::MessageEnvelope& env) {
+    if (session_ == nullptr || env.delivery_failures().empty()) return;
+    const runtime::DeliveryFailure& f = env.delivery_failures().back();
+    if (f.transport != runtime::TransportReason::kOverloaded ||
+        (f.bound != runtime::OverloadBound::kMailboxMessages &&
+         f.bound != runtime::OverloadBound::kMailboxBytes) ||
+        env.dest().id.port.kind() != runtime::Port::Kind::kHandler) {
+      return;
+    }
+    const runtime::ActorId& actor = env.dest().id.actor;
+    if (session_->paused.contains(actor) || session_->paused.size() >= kMaxPausedPerSession) return;
+    if (!core_->deliver_to_.notify_on_room(actor, core_->room_waker(session_id_, actor))) return;
+    session_->paused.insert(actor);
+    core_->credit_pauses_.fetch_add(1, std::memory_order_relaxed);
+    v2::append(out_, v2::Credit{{{v2::CreditState::kPaused, actor}}});  // goes with the ACK
+  }
+
+  // A resumed session: the client kept its pauses, but one sent on the lost connection may not
+  // have reached it, nor may an open (ServerCore::room_again): both are said again (entries are
+  // absolute, so repeating them is harmless).
+  void repeat_pauses() {
+    v2::Credit c;
+    auto add = [&](v2::CreditState state, const runtime::ActorId& actor) {
+      c.entries.push_back({state, actor});
+      if (c.entries.size() == v2::kMaxCreditEntries) {
+        v2::append(out_, c);
+        c.entries.clear();
+      }
+    };
+    for (const runtime::ActorId& actor : session_->paused) add(v2::CreditState::kPaused, actor);
+    for (const runtime::ActorId& actor : session_->unsent_opens) {
+      add(v2::CreditState::kOpen, actor);
+    }
+    session_->unsent_opens.clear();
+    if (!c.entries.empty()) v2::append(out_, c);
+  }
+
+ public:
+  // The paused actor has room again (ServerCore::room_again, on the I/O thread).
+  void send_open(const runtime::ActorId& actor) {
+    if (closed_ || state_ != State::kUp) return;
+    v2::append(out_, v2::Credit{{{v2::CreditState::kOpen, actor}}});
+    flush();
+  }
+
+ private:
+  // What the proc returns at once while delivering, seen on its way back to the sender.
+  class CreditReturns final : public runtime::ReturnHandle {
+   public:
+    explicit CreditReturns(Connection& c) : c_(c) {}
+    void return_envelope(EnvelopePtr env) override {
+      c_.note_refusal(*env);
+      c_.core_->ret_.return_envelope(std::move(env));
+    }
+    void drop(EnvelopePtr env, runtime::DropCause cause) override {
+      c_.note_refusal(*env);
+      c_.core_->ret_.drop(std::move(env), cause);
+    }
+
+   private:
+    Connection& c_;
+  };
 
   // §8 rules 17–19: deliver seq == next, drop seq < next, a gap is a stream error.
   bool on_data(std::string_view body) {
@@ -415,7 +494,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     ++session_->next_expected;
     ack_pending_ = true;
-    core_->deliver_to_.post(*std::move(env), core_->ret_);
+    deliver(*std::move(env));
     return true;
   }
 
@@ -457,7 +536,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const uint64_t type = env->data().type_hash();
       env->data() = wire::Any::from_bytes(type, std::move(t.bytes));
       session_->transfers.erase(it);
-      core_->deliver_to_.post(std::move(env), core_->ret_);
+      deliver(std::move(env));
     }
     return true;
   }

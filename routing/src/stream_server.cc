@@ -100,10 +100,11 @@ void ServerCore::on_accepted(Socket socket) {
   tune(socket, local_);
   if (log().enabled(runtime::LogLevel::kDebug)) {
     log().debug(absl::StrCat("channel server ", text_, ": accepted connection #",
-                             connections_accepted_ + 1));
+                             connections_accepted_.load(std::memory_order_relaxed) + 1));
   }
   auto connection =
-      std::make_shared<Connection>(shared_from_this(), std::move(socket), ++connections_accepted_);
+      std::make_shared<Connection>(shared_from_this(), std::move(socket),
+      connections_accepted_.fetch_add(1, std::memory_order_relaxed) + 1);
   connections_.insert(connection);
   connections_open_.store(connections_.size(), std::memory_order_relaxed);
   connection->start();
@@ -261,7 +262,32 @@ ChannelServer::Stats ServerCore::stats() const {
   s.refused_unauthenticated = refused_unauthenticated_.load(std::memory_order_relaxed);
   s.auth_failed = auth_failed_.load(std::memory_order_relaxed);
   s.refused_peer_uid = refused_peer_uid_.load(std::memory_order_relaxed);
+  s.connections_accepted = connections_accepted_.load(std::memory_order_relaxed);
+  s.credit_pauses = credit_pauses_.load(std::memory_order_relaxed);
+  s.credit_opens = credit_opens_.load(std::memory_order_relaxed);
   return s;
+}
+
+std::function<void()> ServerCore::room_waker(uint64_t session, const runtime::ActorId& actor) {
+  // Runs on the thread that freed the room (a worker); the I/O thread does the rest. A server
+  // gone by then has nothing to open.
+  return [weak = weak_from_this(), session, actor] {
+    if (std::shared_ptr<ServerCore> core = weak.lock()) {
+      boost::asio::post(core->io_.context(),
+                        [core, session, actor] { core->room_again(session, actor); });
+    }
+  };
+}
+
+void ServerCore::room_again(uint64_t session, const runtime::ActorId& actor) {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end() || it->second->paused.erase(actor) == 0) return;
+  credit_opens_.fetch_add(1, std::memory_order_relaxed);
+  if (Connection* owner = it->second->owner) {
+    owner->send_open(actor);
+  } else {
+    it->second->unsent_opens.push_back(actor);  // told after the next WELCOME (repeat_pauses)
+  }
 }
 
 void ServerCore::drop_connections() {

@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "channel_auth.h"
+#include "credit_frame.h"
 #include "envelope_codec.h"
 #include "frames_v2.h"
 #include "payload_stream.h"
@@ -66,6 +67,10 @@ constexpr auto kRejectLinger = std::chrono::seconds(5);
 constexpr auto kStopLinger = std::chrono::seconds(2);
 
 class Connection;
+
+// §10.1: actors one session may have paused at once; past it a full mailbox refuses envelopes
+// one by one (R-FLOW-2's fail-back), as without the feature.
+constexpr size_t kMaxPausedPerSession = 4096;
 
 // A client that went away (closed, reset, or gone mid-write) is routine, not worth a log line.
 inline bool hung_up(const boost::system::error_code& ec) {
@@ -134,6 +139,11 @@ struct Session {
   std::optional<v2::EnvelopeDecoder> decoder;      // the session dictionary's receiving half (§7)
   std::map<uint64_t, Transfer> transfers;          // incomplete, by seq (≤ max_transfers)
   uint32_t features = 0;  // enabled at its creation (§15): the HELLO's offer ∩ this server's
+  // §10.1: destination actors this session's client holds back (their mailbox is full here).
+  absl::flat_hash_set<runtime::ActorId> paused;
+  // Paused actors that got room while the session had no connection: their CREDIT `open` goes
+  // right after the next WELCOME (at most one per paused actor).
+  std::vector<runtime::ActorId> unsent_opens;
   // What the session's transfers progress lists (§8 rule 20, §9.5): every incomplete one.
   std::vector<v2::TransferProgress> progress() const {
     std::vector<v2::TransferProgress> out;
@@ -210,10 +220,17 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void arm_sweep();
   // ---- Heartbeats (R-FLOW-4, §10.2): one timer per listener, ticking once per interval ----
   uint32_t offered_features() const {
-    return heartbeat_interval() > std::chrono::steady_clock::duration::zero()
-               ? v2::kFeatureHeartbeat
-               : 0;
+    return (heartbeat_interval() > std::chrono::steady_clock::duration::zero()
+                ? v2::kFeatureHeartbeat
+                : 0) |
+           (options_.credit ? v2::kFeatureCredit : 0);
   }
+  // ---- Credit (§10.1) ----
+  // What a paused actor's mailbox calls (on any thread) once it has room: room_again on the
+  // I/O thread.
+  std::function<void()> room_waker(uint64_t session, const runtime::ActorId& actor);
+  // Opens `actor` for `session` (and tells its client, when connected).
+  void room_again(uint64_t session, const runtime::ActorId& actor);
   std::chrono::steady_clock::duration heartbeat_interval() const {
     return to_chrono(options_.heartbeat_interval);
   }
@@ -287,6 +304,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::atomic<uint64_t> refused_unauthenticated_{0};
   std::atomic<uint64_t> auth_failed_{0};
   std::atomic<uint64_t> refused_peer_uid_{0};
+  std::atomic<uint64_t> credit_pauses_{0};
+  std::atomic<uint64_t> credit_opens_{0};
 
   // I/O thread only.
   boost::asio::steady_timer sweep_timer_;
@@ -296,7 +315,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   int reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   size_t partial_total_ = 0;  // the sum of the connections' partial_bytes_
   bool stopped_ = false;
-  uint64_t connections_accepted_ = 0;
+  std::atomic<uint64_t> connections_accepted_{0};  // written on the I/O thread
   absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> sessions_;
   absl::flat_hash_set<std::shared_ptr<Connection>> connections_;
 };

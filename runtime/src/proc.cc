@@ -101,6 +101,13 @@ absl::Status Proc::attach(std::shared_ptr<Mailbox> mailbox) {
   return absl::OkStatus();
 }
 
+bool Proc::notify_on_room(const ActorId& actor, std::function<void()> on_room) {
+  std::shared_ptr<Mailbox> mailbox = lookup(actor);
+  if (mailbox == nullptr) return false;
+  const std::shared_ptr<PortSink>& sink = mailbox->handler_sink_owner();
+  return sink != nullptr && sink->notify_on_room(std::move(on_room));
+}
+
 std::shared_ptr<Mailbox> Proc::lookup(const ActorId& id) const {
   if (!(id.proc == id_)) return nullptr;
   std::shared_ptr<Mailbox> found;

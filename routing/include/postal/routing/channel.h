@@ -97,6 +97,14 @@ struct ChannelOptions {
   uint64_t max_queue_bytes = uint64_t{2} << 30;
   size_t max_queue_per_destination = 1 << 18;
   uint64_t max_queue_per_destination_bytes = uint64_t{1} << 30;
+  // R-FLOW-2, credit (docs/wire.md §10.1): both ends offer the `credit` feature while this is
+  // true. With it, a server whose proc refuses an envelope because the destination actor's
+  // mailbox is full answers CREDIT `paused` for that actor, and `open` once the mailbox has
+  // drained to half its bound; the client meanwhile holds that actor's envelopes (within the
+  // per-destination bound above) instead of writing them, so a full actor costs its connection
+  // nothing and never delays another actor's traffic. Held envelopes that wait longer than
+  // delivery_timeout return Transport(Overloaded).
+  bool credit = true;
 
   // R-FLOW-4, listener bounds (a ChannelServer's; docs/decisions.md has why these defaults).
   // A connection that has not sent a valid HELLO within this long is closed.

@@ -116,6 +116,15 @@ class ChannelClient : public runtime::MailboxSender {
   // Any thread. inproc: never dead (the server is in this process).
   virtual Liveness liveness() const { return {}; }
 
+  // ---- Credit (R-FLOW-2, docs/wire.md §10.1) ----
+  // Any thread: destination actors the server has paused on this connection now (their
+  // envelopes are held here), and the envelopes held for them. inproc: never paused.
+  struct Credit {
+    size_t paused = 0;
+    size_t held = 0;
+  };
+  virtual Credit credit() const { return {}; }
+
  protected:
   explicit ChannelClient(runtime::ChannelAddr addr) : addr_(std::move(addr)) {}
 

@@ -82,6 +82,7 @@ class ChannelServer {
   // What the listener holds and what its bounds refused (R-FLOW-4); all zero for inproc.
   struct Stats {
     size_t connections = 0;               // open now
+    uint64_t connections_accepted = 0;    // since the server started (those refused included)
     size_t partial_frame_bytes = 0;       // bytes held in incomplete frames now
     size_t partial_frame_bytes_peak = 0;  // the most held at once (after enforcing the bound)
     uint64_t refused_over_cap = 0;        // accepted and closed at once: max_connections
@@ -98,6 +99,9 @@ class ChannelServer {
     uint64_t refused_unauthenticated = 0;  // a HELLO without auth (server has a key): auth_required
     uint64_t auth_failed = 0;              // an AUTH whose MAC did not verify: auth_failed
     uint64_t refused_peer_uid = 0;         // SO_PEERCRED: a uid not in allowed_uids
+    // R-FLOW-2, credit (docs/wire.md §10.1): CREDIT `paused` and `open` entries sent.
+    uint64_t credit_pauses = 0;
+    uint64_t credit_opens = 0;
   };
   // Any thread; each field is read on its own (not one snapshot).
   virtual Stats stats() const { return {}; }

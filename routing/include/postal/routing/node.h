@@ -85,6 +85,7 @@ class Node {
     }
     void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
     bool accepts_stream(const runtime::PortAddr& next_hop) const override;
+    bool notify_on_room(const runtime::ActorId& actor, std::function<void()> on_room) override;
     void return_envelope(runtime::EnvelopePtr env) override;
     void drop(runtime::EnvelopePtr env, runtime::DropCause cause) override;
 
@@ -99,6 +100,8 @@ class Node {
     explicit Ingress(Node& node) : node_(node) {}
     void post_unchecked(runtime::EnvelopePtr env, runtime::ReturnHandle& ret) override;
     bool accepts_stream(const runtime::PortAddr& next_hop) const override;
+    // Credit (docs/wire.md §10.1) for this proc's own actors; not through a gateway.
+    bool notify_on_room(const runtime::ActorId& actor, std::function<void()> on_room) override;
 
    private:
     Node& node_;

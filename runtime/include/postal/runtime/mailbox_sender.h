@@ -8,6 +8,7 @@
 // `MessageEnvelope::undeliverable` with the ReturnHandle it was given.
 #pragma once
 
+#include <functional>
 #include <string_view>
 
 #include "postal/runtime/message_envelope.h"
@@ -55,6 +56,17 @@ class MailboxSender {
   // chunks as they come. Whatever delivers needs the whole payload, so the default is no.
   virtual bool accepts_stream(const PortAddr& next_hop) const {
     (void)next_hop;
+    return false;
+  }
+
+  // R-FLOW-2, credit (docs/wire.md §10.1): asks to hear once, through `on_room`, when `actor` —
+  // an actor of this proc whose bounded mailbox refused an envelope — has drained to half its
+  // bound, or stops. `on_room` runs on whichever thread frees the room, must not block and may
+  // run before this returns. False when this sender cannot tell (an actor of another proc, an
+  // unbounded or unknown one): the caller then has nothing to wait for.
+  virtual bool notify_on_room(const ActorId& actor, std::function<void()> on_room) {
+    (void)actor;
+    (void)on_room;
     return false;
   }
 };

@@ -5,6 +5,7 @@
 // with a delivery failure instead of a value (used for requests whose envelope came back).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -49,6 +50,9 @@ class PortSink {
   // R-FLOW-1: waits until room may have been made, the sink closed, or `deadline`; false at the
   // deadline or when waiting is pointless (the sender then fails the envelope).
   virtual bool wait_for_room(absl::Time /*deadline*/) { return false; }
+  // R-FLOW-2, credit: calls `on_room` once when the mailbox has drained to half its bound, or
+  // the sink stops (MailboxSender::notify_on_room). False when the sink is unbounded.
+  virtual bool notify_on_room(std::function<void()> /*on_room*/) { return false; }
   // R-ACT-7: whether the sink is done with its mailbox, so a reaped tombstone may be freed (an
   // actor cell: its last slice has ended). Sinks that are never scheduled are always done.
   virtual bool finished() const { return true; }

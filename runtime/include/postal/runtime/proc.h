@@ -140,6 +140,8 @@ class Proc final : public MailboxSender, public ReturnHandle {
   absl::Status try_post(EnvelopePtr env, Mailbox* local = nullptr);
 
   void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
+  // R-FLOW-2, credit: the actor's mailbox sink is asked (PortSink::notify_on_room).
+  bool notify_on_room(const ActorId& actor, std::function<void()> on_room) override;
 
   // ReturnHandle (R-FAIL-3, R-FAIL-4).
   void return_envelope(EnvelopePtr env) override;
