@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "channel_auth.h"
+#include "connection_wire.h"
 #include "envelope_codec.h"
 #include "frames_v2.h"
 #include "payload_stream.h"
@@ -195,6 +196,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
     text_ = local_.to_string();
   }
   void set_unlink_path(std::string path) { unlink_path_ = std::move(path); }
+  // R-SEC-1: the TLS context (tls_policy.h), before start; null: no TLS.
+  void set_tls(std::shared_ptr<const TlsContext> tls) { tls_ctx_ = std::move(tls); }
   // Only before start(): afterwards the acceptor belongs to the I/O thread.
   Endpoint bound_endpoint(boost::system::error_code& ec) const {
     return acceptor_.local_endpoint(ec);
@@ -287,6 +290,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::atomic<uint64_t> refused_unauthenticated_{0};
   std::atomic<uint64_t> auth_failed_{0};
   std::atomic<uint64_t> refused_peer_uid_{0};
+  std::atomic<uint64_t> tls_failed_{0};
+  std::atomic<uint64_t> refused_plaintext_{0};
+  std::shared_ptr<const TlsContext> tls_ctx_;  // R-SEC-1; set before start
 
   // I/O thread only.
   boost::asio::steady_timer sweep_timer_;

@@ -98,6 +98,11 @@ class ChannelServer {
     uint64_t refused_unauthenticated = 0;  // a HELLO without auth (server has a key): auth_required
     uint64_t auth_failed = 0;              // an AUTH whose MAC did not verify: auth_failed
     uint64_t refused_peer_uid = 0;         // SO_PEERCRED: a uid not in allowed_uids
+    // R-SEC-1, TLS on tcp: connections closed for TLS (a failed handshake — a peer without the
+    // key —, a record that failed its integrity check, an alert, a ClientHello to a server
+    // without TLS), and plaintext HELLOs refused where TLS is required (REJECT auth_required).
+    uint64_t tls_failed = 0;
+    uint64_t refused_plaintext = 0;
   };
   // Any thread; each field is read on its own (not one snapshot).
   virtual Stats stats() const { return {}; }

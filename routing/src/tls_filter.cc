@@ -1,0 +1,273 @@
+// TlsFilter and TlsContext (R-SEC-1): TLS 1.3 with an external PSK over memory BIOs, libssl.
+#include "tls_filter.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/ssl.h>
+
+#include "absl/strings/str_cat.h"
+#include "postal/wire/absl_compat.h"
+
+namespace postal::routing::internal {
+namespace {
+
+constexpr std::string_view kPskInfo = "postal tls psk v1";
+constexpr std::string_view kPskIdentity = "postal-v2";
+constexpr std::string_view kExporterLabel = "EXPORTER-postal-channel-v2";
+// TLS_AES_128_GCM_SHA256 (RFC 8446 B.4): the one suite, and the PSK's hash (SHA-256).
+constexpr unsigned char kAes128GcmSha256[] = {0x13, 0x01};
+// Plaintext gathered into one SSL_write: four full records.
+constexpr size_t kStagingBytes = 64 << 10;
+
+// The OpenSSL error queue of this thread, as text (and cleared).
+std::string ssl_errors() {
+  std::string out;
+  while (const unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? "no OpenSSL reason" : out;
+}
+
+// The PSK as a TLS 1.3 resumption-style session: OpenSSL's way to offer and accept an
+// external PSK (s_client/s_server build the same). Ownership goes to the caller (OpenSSL).
+SSL_SESSION* psk_session(SSL* ssl, const std::array<uint8_t, 32>& psk) {
+  const SSL_CIPHER* cipher = SSL_CIPHER_find(ssl, kAes128GcmSha256);
+  if (cipher == nullptr) return nullptr;
+  SSL_SESSION* s = SSL_SESSION_new();
+  if (s == nullptr || SSL_SESSION_set1_master_key(s, psk.data(), psk.size()) != 1 ||
+      SSL_SESSION_set_cipher(s, cipher) != 1 ||
+      SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION) != 1) {
+    SSL_SESSION_free(s);
+    return nullptr;
+  }
+  return s;
+}
+
+const TlsContext& context_of(SSL* ssl) {
+  return *static_cast<const TlsContext*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
+}
+
+int use_psk(SSL* ssl, const EVP_MD* md, const unsigned char** id, size_t* id_len,
+            SSL_SESSION** sess) {
+  *sess = nullptr;
+  SSL_SESSION* s = psk_session(ssl, context_of(ssl).psk());
+  if (s == nullptr) return 0;  // fails the handshake: nothing else may be offered
+  if (md != nullptr && SSL_CIPHER_get_handshake_digest(SSL_SESSION_get0_cipher(s)) != md) {
+    SSL_SESSION_free(s);  // after a HelloRetryRequest for another hash: not usable
+    return 1;
+  }
+  *sess = s;
+  *id = reinterpret_cast<const unsigned char*>(kPskIdentity.data());
+  *id_len = kPskIdentity.size();
+  return 1;
+}
+
+int find_psk(SSL* ssl, const unsigned char* id, size_t id_len, SSL_SESSION** sess) {
+  *sess = nullptr;
+  // Another identity: no PSK, and with no certificate the handshake then fails.
+  if (std::string_view(reinterpret_cast<const char*>(id), id_len) != kPskIdentity) return 1;
+  *sess = psk_session(ssl, context_of(ssl).psk());
+  return *sess == nullptr ? 0 : 1;
+}
+
+bool derive_psk(const ChannelKey& key, std::array<uint8_t, 32>& out) {
+  EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr);
+  size_t len = out.size();
+  const bool ok =
+      ctx != nullptr && EVP_PKEY_derive_init(ctx) > 0 &&
+      EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) > 0 &&
+      EVP_PKEY_CTX_set1_hkdf_key(ctx, key.bytes().data(), static_cast<int>(key.bytes().size())) >
+          0 &&
+      EVP_PKEY_CTX_add1_hkdf_info(ctx, reinterpret_cast<const unsigned char*>(kPskInfo.data()),
+                                  static_cast<int>(kPskInfo.size())) > 0 &&
+      EVP_PKEY_derive(ctx, out.data(), &len) > 0 && len == out.size();
+  EVP_PKEY_CTX_free(ctx);
+  return ok;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::make(Role role,
+                                                                   const ChannelKey& key) {
+  std::shared_ptr<TlsContext> c(new TlsContext());
+  c->role_ = role;
+  ERR_clear_error();
+  if (!derive_psk(key, c->psk_)) {
+    return absl::InternalError(absl::StrCat("HKDF of the TLS PSK failed: ", ssl_errors()));
+  }
+  c->ctx_ = SSL_CTX_new(role == Role::kClient ? TLS_client_method() : TLS_server_method());
+  SSL_CTX* ctx = c->ctx_;
+  const bool ok = ctx != nullptr && SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) == 1 &&
+                  SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) == 1 &&
+                  SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256") == 1 &&
+                  SSL_CTX_set_num_tickets(ctx, 0) == 1 && SSL_CTX_set_app_data(ctx, c.get()) == 1;
+  if (!ok) {
+    return absl::InternalError(
+        absl::StrCat("setting up TLS 1.3 (libssl) failed: ", ssl_errors(),
+                     "; this OpenSSL cannot carry channels with tls on (R-SEC-1)"));
+  }
+  // No resumption, no tickets, no early data: every connection is a full PSK + ECDHE handshake.
+  SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  if (role == Role::kClient) {
+    SSL_CTX_set_psk_use_session_callback(ctx, use_psk);
+  } else {
+    SSL_CTX_set_psk_find_session_callback(ctx, find_psk);
+  }
+  return std::shared_ptr<const TlsContext>(std::move(c));
+}
+
+TlsContext::~TlsContext() {
+  SSL_CTX_free(ctx_);
+  OPENSSL_cleanse(psk_.data(), psk_.size());
+}
+
+absl::StatusOr<std::unique_ptr<TlsFilter>> TlsFilter::make(std::shared_ptr<const TlsContext> ctx) {
+  std::unique_ptr<TlsFilter> f(new TlsFilter());
+  ERR_clear_error();
+  f->ssl_ = SSL_new(ctx->ctx_);
+  BIO* in = BIO_new(BIO_s_mem());
+  BIO* out = BIO_new(BIO_s_mem());
+  if (f->ssl_ == nullptr || in == nullptr || out == nullptr) {
+    BIO_free(in);
+    BIO_free(out);
+    return absl::InternalError(absl::StrCat("a TLS connection (SSL_new): ", ssl_errors()));
+  }
+  BIO_set_mem_eof_return(in, -1);  // an empty input means "wait for more", not end of stream
+  SSL_set_bio(f->ssl_, in, out);
+  f->in_bio_ = in;
+  f->out_bio_ = out;
+  const bool client = ctx->role() == TlsContext::Role::kClient;
+  f->ctx_ = std::move(ctx);
+  if (client) {
+    SSL_set_connect_state(f->ssl_);
+    if (absl::Status s = f->handshake(); !s.ok()) return s;  // the ClientHello, into out()
+  } else {
+    SSL_set_accept_state(f->ssl_);
+  }
+  return f;
+}
+
+TlsFilter::~TlsFilter() { SSL_free(ssl_); }
+
+void TlsFilter::feed(std::string_view ciphertext) {
+  if (ciphertext.empty()) return;
+  BIO_write(static_cast<BIO*>(in_bio_), ciphertext.data(), static_cast<int>(ciphertext.size()));
+}
+
+void TlsFilter::drain() {
+  BIO* out = static_cast<BIO*>(out_bio_);
+  const size_t pending = BIO_ctrl_pending(out);
+  if (pending == 0) return;
+  if (out_sent_ == out_.size()) {
+    out_.clear();
+    out_sent_ = 0;
+  }
+  const size_t at = out_.size();
+  out_.resize(at + pending);
+  const int n = BIO_read(out, out_.data() + at, static_cast<int>(pending));
+  out_.resize(at + static_cast<size_t>(std::max(n, 0)));
+}
+
+void TlsFilter::sent(size_t n) {
+  out_sent_ = std::min(out_.size(), out_sent_ + n);
+  if (out_sent_ == out_.size()) {
+    out_.clear();
+    out_sent_ = 0;
+  }
+}
+
+absl::Status TlsFilter::check(int ret, std::string_view what) {
+  const int err = SSL_get_error(ssl_, ret);
+  drain();  // an alert to the peer, a handshake answer
+  switch (err) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+      return absl::OkStatus();
+    case SSL_ERROR_ZERO_RETURN:
+      return absl::UnavailableError(
+          absl::StrCat("TLS ", sv(what), ": the peer closed the TLS session"));
+    default:
+      return absl::DataLossError(absl::StrCat("TLS ", sv(what), ": ", ssl_errors()));
+  }
+}
+
+absl::Status TlsFilter::handshake() {
+  if (done_) return absl::OkStatus();
+  ERR_clear_error();
+  const int ret = SSL_do_handshake(ssl_);
+  if (ret == 1) {
+    done_ = true;
+    drain();
+    return absl::OkStatus();
+  }
+  return check(ret, "handshake");
+}
+
+absl::StatusOr<size_t> TlsFilter::read_plain(char* dst, size_t cap) {
+  if (cap == 0) return 0;
+  ERR_clear_error();
+  size_t n = 0;
+  const int ret = SSL_read_ex(ssl_, dst, cap, &n);
+  if (ret == 1) {
+    drain();  // a KeyUpdate answer, if the record asked for one
+    return n;
+  }
+  if (absl::Status s = check(ret, "record"); !s.ok()) return s;
+  return 0;
+}
+
+absl::Status TlsFilter::write_plain(std::string_view plain) {
+  if (plain.empty()) return absl::OkStatus();
+  ERR_clear_error();
+  size_t n = 0;
+  // A memory BIO takes everything: the write is whole or an error.
+  const int ret = SSL_write_ex(ssl_, plain.data(), plain.size(), &n);
+  if (ret != 1) {
+    absl::Status s = check(ret, "write");
+    return s.ok() ? absl::InternalError("TLS write: wanted I/O on a memory BIO") : s;
+  }
+  drain();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> TlsFilter::write_plain(const iovec* iov, size_t count, size_t budget) {
+  size_t taken = 0;
+  staging_.clear();
+  for (size_t i = 0; i < count && taken < budget; ++i) {
+    const size_t len = std::min(iov[i].iov_len, budget - taken);
+    const char* base = static_cast<const char*>(iov[i].iov_base);
+    if (staging_.size() + len <= kStagingBytes) {
+      staging_.append(base, len);  // small frames share records
+    } else {
+      if (absl::Status s = write_plain(staging_); !s.ok()) return s;
+      staging_.clear();
+      if (absl::Status s = write_plain(std::string_view(base, len)); !s.ok()) return s;
+    }
+    taken += len;
+  }
+  if (absl::Status s = write_plain(staging_); !s.ok()) return s;
+  staging_.clear();
+  return taken;
+}
+
+std::string TlsFilter::exporter() const {
+  std::string x(32, '\0');
+  if (SSL_export_keying_material(ssl_, reinterpret_cast<unsigned char*>(x.data()), x.size(),
+                                 kExporterLabel.data(), kExporterLabel.size(), nullptr, 0,
+                                 /*use_context=*/1) != 1) {
+    return {};  // not after a handshake: the MACs then differ and the handshake fails
+  }
+  return x;
+}
+
+}  // namespace postal::routing::internal
