@@ -16,8 +16,9 @@
 // destructor closes it on the I/O thread; handlers that run later see `closed()` and do nothing,
 // so `returns_` is never used after the owner is gone.
 //
-// Link states: kConnecting (a connect is in flight) → kHandshaking (HELLO sent, waiting for
-// WELCOME) → kUp (DATA flows) → kDown (lost; reconnect after backoff while anything is pending).
+// Link states: kConnecting (a connect is in flight) → kHandshaking (the TLS handshake when the
+// connection runs TLS, R-SEC-1, stream_client_tls.cc; then HELLO sent, waiting for WELCOME) →
+// kUp (DATA flows) → kDown (lost; reconnect after backoff while anything is pending).
 // Each connection has a generation number; handlers of an older generation are ignored. Every
 // attempt, from connect to WELCOME, is bounded by dial_timeout (the dial timer).
 //

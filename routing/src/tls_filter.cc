@@ -241,19 +241,24 @@ absl::Status TlsFilter::write_plain(std::string_view plain) {
 }
 
 absl::StatusOr<size_t> TlsFilter::write_plain(const iovec* iov, size_t count, size_t budget) {
+  // Everything goes through the staging buffer, so records are full (16 KiB) but the last: a
+  // frame's header does not cost a record of its own before its payload slice.
   size_t taken = 0;
   staging_.clear();
   for (size_t i = 0; i < count && taken < budget; ++i) {
-    const size_t len = std::min(iov[i].iov_len, budget - taken);
     const char* base = static_cast<const char*>(iov[i].iov_base);
-    if (staging_.size() + len <= kStagingBytes) {
-      staging_.append(base, len);  // small frames share records
-    } else {
-      if (absl::Status s = write_plain(staging_); !s.ok()) return s;
-      staging_.clear();
-      if (absl::Status s = write_plain(std::string_view(base, len)); !s.ok()) return s;
-    }
+    size_t len = std::min(iov[i].iov_len, budget - taken);
     taken += len;
+    while (len > 0) {
+      const size_t take = std::min(len, kStagingBytes - staging_.size());
+      staging_.append(base, take);
+      base += take;
+      len -= take;
+      if (staging_.size() == kStagingBytes) {
+        if (absl::Status s = write_plain(staging_); !s.ok()) return s;
+        staging_.clear();
+      }
+    }
   }
   if (absl::Status s = write_plain(staging_); !s.ok()) return s;
   staging_.clear();
