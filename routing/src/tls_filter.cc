@@ -1,4 +1,4 @@
-// TlsFilter and TlsContext (R-SEC-1): TLS 1.3 with an external PSK over memory BIOs, libssl.
+// TlsFilter and TlsContext (R-SEC-1): TLS 1.3 with an external PSK over a BIO of our own, libssl.
 #include "tls_filter.h"
 
 #include <algorithm>
@@ -24,6 +24,8 @@ constexpr std::string_view kExporterLabel = "EXPORTER-postal-channel-v2";
 constexpr unsigned char kAes128GcmSha256[] = {0x13, 0x01};
 // Plaintext gathered into one SSL_write: four full records.
 constexpr size_t kStagingBytes = 64 << 10;
+// The most plaintext one TLS record carries (RFC 8446 §5.1).
+constexpr size_t kRecordBytes = 16 << 10;
 
 // The OpenSSL error queue of this thread, as text (and cleared).
 std::string ssl_errors() {
@@ -118,6 +120,13 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::make(Role role,
   // No resumption, no tickets, no early data: every connection is a full PSK + ECDHE handshake.
   SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  c->bio_method_ = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "postal channel");
+  if (c->bio_method_ == nullptr || BIO_meth_set_read_ex(c->bio_method_, TlsFilter::bio_read) != 1 ||
+      BIO_meth_set_write_ex(c->bio_method_, TlsFilter::bio_write) != 1 ||
+      BIO_meth_set_ctrl(c->bio_method_, TlsFilter::bio_ctrl) != 1 ||
+      BIO_meth_set_create(c->bio_method_, TlsFilter::bio_create) != 1) {
+    return absl::InternalError(absl::StrCat("a BIO method (libcrypto): ", ssl_errors()));
+  }
   if (role == Role::kClient) {
     SSL_CTX_set_psk_use_session_callback(ctx, use_psk);
   } else {
@@ -128,6 +137,7 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::make(Role role,
 
 TlsContext::~TlsContext() {
   SSL_CTX_free(ctx_);
+  BIO_meth_free(bio_method_);
   OPENSSL_cleanse(psk_.data(), psk_.size());
 }
 
@@ -135,17 +145,13 @@ absl::StatusOr<std::unique_ptr<TlsFilter>> TlsFilter::make(std::shared_ptr<const
   std::unique_ptr<TlsFilter> f(new TlsFilter());
   ERR_clear_error();
   f->ssl_ = SSL_new(ctx->ctx_);
-  BIO* in = BIO_new(BIO_s_mem());
-  BIO* out = BIO_new(BIO_s_mem());
-  if (f->ssl_ == nullptr || in == nullptr || out == nullptr) {
-    BIO_free(in);
-    BIO_free(out);
+  BIO* bio = BIO_new(ctx->bio_method_);
+  if (f->ssl_ == nullptr || bio == nullptr) {
+    BIO_free(bio);
     return absl::InternalError(absl::StrCat("a TLS connection (SSL_new): ", ssl_errors()));
   }
-  BIO_set_mem_eof_return(in, -1);  // an empty input means "wait for more", not end of stream
-  SSL_set_bio(f->ssl_, in, out);
-  f->in_bio_ = in;
-  f->out_bio_ = out;
+  BIO_set_data(bio, f.get());
+  SSL_set_bio(f->ssl_, bio, bio);  // one BIO both ways: ssl_ owns its one reference
   const bool client = ctx->role() == TlsContext::Role::kClient;
   f->ctx_ = std::move(ctx);
   if (client) {
@@ -159,23 +165,39 @@ absl::StatusOr<std::unique_ptr<TlsFilter>> TlsFilter::make(std::shared_ptr<const
 
 TlsFilter::~TlsFilter() { SSL_free(ssl_); }
 
-void TlsFilter::feed(std::string_view ciphertext) {
-  if (ciphertext.empty()) return;
-  BIO_write(static_cast<BIO*>(in_bio_), ciphertext.data(), static_cast<int>(ciphertext.size()));
+void TlsFilter::feed(std::string_view ciphertext) { in_ = ciphertext; }
+
+int TlsFilter::bio_read(BIO* bio, char* dst, size_t len, size_t* got) {
+  TlsFilter* f = static_cast<TlsFilter*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  const size_t n = std::min(len, f->in_.size());
+  *got = n;
+  if (n == 0) {
+    BIO_set_retry_read(bio);  // "wait for more", not end of stream
+    return 0;
+  }
+  std::memcpy(dst, f->in_.data(), n);
+  f->in_.remove_prefix(n);
+  return 1;
 }
 
-void TlsFilter::drain() {
-  BIO* out = static_cast<BIO*>(out_bio_);
-  const size_t pending = BIO_ctrl_pending(out);
-  if (pending == 0) return;
-  if (out_sent_ == out_.size()) {
-    out_.clear();
-    out_sent_ = 0;
+int TlsFilter::bio_write(BIO* bio, const char* src, size_t len, size_t* put) {
+  TlsFilter* f = static_cast<TlsFilter*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  if (f->out_sent_ == f->out_.size()) {
+    f->out_.clear();
+    f->out_sent_ = 0;
   }
-  const size_t at = out_.size();
-  out_.resize(at + pending);
-  const int n = BIO_read(out, out_.data() + at, static_cast<int>(pending));
-  out_.resize(at + static_cast<size_t>(std::max(n, 0)));
+  f->out_.append(src, len);
+  *put = len;
+  return 1;
+}
+
+long TlsFilter::bio_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
+
+int TlsFilter::bio_create(BIO* bio) {
+  BIO_set_init(bio, 1);
+  return 1;
 }
 
 void TlsFilter::sent(size_t n) {
@@ -188,7 +210,6 @@ void TlsFilter::sent(size_t n) {
 
 absl::Status TlsFilter::check(int ret, std::string_view what) {
   const int err = SSL_get_error(ssl_, ret);
-  drain();  // an alert to the peer, a handshake answer
   switch (err) {
     case SSL_ERROR_WANT_READ:
     case SSL_ERROR_WANT_WRITE:
@@ -207,7 +228,6 @@ absl::Status TlsFilter::handshake() {
   const int ret = SSL_do_handshake(ssl_);
   if (ret == 1) {
     done_ = true;
-    drain();
     return absl::OkStatus();
   }
   return check(ret, "handshake");
@@ -218,10 +238,7 @@ absl::StatusOr<size_t> TlsFilter::read_plain(char* dst, size_t cap) {
   ERR_clear_error();
   size_t n = 0;
   const int ret = SSL_read_ex(ssl_, dst, cap, &n);
-  if (ret == 1) {
-    drain();  // a KeyUpdate answer, if the record asked for one
-    return n;
-  }
+  if (ret == 1) return n;  // a KeyUpdate's answer, if the record asked for one, is in out_
   if (absl::Status s = check(ret, "record"); !s.ok()) return s;
   return 0;
 }
@@ -230,38 +247,53 @@ absl::Status TlsFilter::write_plain(std::string_view plain) {
   if (plain.empty()) return absl::OkStatus();
   ERR_clear_error();
   size_t n = 0;
-  // A memory BIO takes everything: the write is whole or an error.
+  // Our BIO takes everything: the write is whole or an error.
   const int ret = SSL_write_ex(ssl_, plain.data(), plain.size(), &n);
   if (ret != 1) {
     absl::Status s = check(ret, "write");
-    return s.ok() ? absl::InternalError("TLS write: wanted I/O on a memory BIO") : s;
+    return s.ok() ? absl::InternalError("TLS write: wanted I/O on a BIO that never blocks") : s;
   }
-  drain();
   return absl::OkStatus();
 }
 
 absl::StatusOr<size_t> TlsFilter::write_plain(const iovec* iov, size_t count, size_t budget) {
-  // Everything goes through the staging buffer, so records are full (16 KiB) but the last: a
-  // frame's header does not cost a record of its own before its payload slice.
+  // Small frames are staged together so that records are full (16 KiB); a large piece (a
+  // payload slice) tops the staged bytes up to a record boundary and is then sealed in place,
+  // whole records at a time, without a copy.
   size_t taken = 0;
   staging_.clear();
+  auto seal_staged = [&]() -> absl::Status {
+    absl::Status s = write_plain(staging_);
+    staging_.clear();
+    return s;
+  };
   for (size_t i = 0; i < count && taken < budget; ++i) {
     const char* base = static_cast<const char*>(iov[i].iov_base);
     size_t len = std::min(iov[i].iov_len, budget - taken);
     taken += len;
     while (len > 0) {
+      if (len >= kRecordBytes) {
+        const size_t fill = (kRecordBytes - staging_.size() % kRecordBytes) % kRecordBytes;
+        staging_.append(base, fill);
+        base += fill;
+        len -= fill;
+        if (absl::Status s = seal_staged(); !s.ok()) return s;
+        const size_t whole = len - len % kRecordBytes;
+        if (absl::Status s = write_plain(std::string_view(base, whole)); !s.ok()) return s;
+        base += whole;
+        len -= whole;
+        continue;
+      }
       const size_t take = std::min(len, kStagingBytes - staging_.size());
       staging_.append(base, take);
       base += take;
       len -= take;
       if (staging_.size() == kStagingBytes) {
-        if (absl::Status s = write_plain(staging_); !s.ok()) return s;
-        staging_.clear();
+        if (absl::Status s = seal_staged(); !s.ok()) return s;
       }
     }
   }
-  if (absl::Status s = write_plain(staging_); !s.ok()) return s;
-  staging_.clear();
+  if (absl::Status s = seal_staged(); !s.ok()) return s;
   return taken;
 }
 

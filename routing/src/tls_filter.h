@@ -10,10 +10,11 @@
 // record fails its AEAD tag and ends the connection. The wire-v2 handshake (HELLO, CHALLENGE,
 // AUTH, wire.md §4.5) runs unchanged inside, its MACs bound to this TLS session by the exporter.
 //
-// How: an SSL object between two memory BIOs, so the channel's own non-blocking socket code
-// stays as it is — ciphertext read from the socket is `feed`-ed in, plaintext comes out of
-// `read_plain`; plaintext given to `write_plain` becomes ciphertext in `out()`, which the caller
-// writes to the socket and marks `sent`. Nothing here touches a socket or blocks.
+// How: an SSL object over a BIO of our own (no socket), so the channel's own non-blocking
+// socket code stays as it is — ciphertext read from the socket is `feed`-ed in (read in place,
+// not copied), plaintext comes out of `read_plain`; plaintext given to `write_plain` becomes
+// ciphertext appended to `out()`, which the caller writes to the socket and marks `sent`.
+// Nothing here touches a socket or blocks.
 //
 // Bounds (R-FLOW-4): `feed` takes what one socket read returned; OpenSSL holds at most one
 // record (16 KiB + overhead) beyond it. `out()` grows only by what the caller encrypts: the
@@ -38,6 +39,8 @@
 
 struct ssl_st;
 struct ssl_ctx_st;
+struct bio_st;
+struct bio_method_st;
 
 namespace postal::routing::internal {
 
@@ -59,6 +62,7 @@ class TlsContext {
   TlsContext() = default;
   Role role_ = Role::kClient;
   ssl_ctx_st* ctx_ = nullptr;
+  bio_method_st* bio_method_ = nullptr;  // TlsFilter's BIO (its callbacks below)
   std::array<uint8_t, 32> psk_{};
 };
 
@@ -70,7 +74,8 @@ class TlsFilter {
   TlsFilter(const TlsFilter&) = delete;
   TlsFilter& operator=(const TlsFilter&) = delete;
 
-  // Ciphertext the peer sent.
+  // Ciphertext the peer sent, read in place: the bytes must stay valid until read_plain returns
+  // 0 or an error, or handshake returns without done() — by then all of them were consumed.
   void feed(std::string_view ciphertext);
   // Advances the handshake with what was fed (its answer goes to out()). OK while it goes on and
   // once done(); an error (an alert, a peer without the key, bytes that are not TLS) means the
@@ -95,16 +100,20 @@ class TlsFilter {
   std::string exporter() const;
 
  private:
+  friend class TlsContext;
   TlsFilter() = default;
-  // Moves what OpenSSL wrote into the out BIO to out_.
-  void drain();
   // The error of an SSL call that returned `ret`, or OK when it only wants more input.
   absl::Status check(int ret, std::string_view what);
+  // The BIO's callbacks: reads take from in_, writes append to out_ (OpenSSL's record buffers
+  // are the only copy between the socket and the cipher).
+  static int bio_read(bio_st* bio, char* dst, size_t len, size_t* got);
+  static int bio_write(bio_st* bio, const char* src, size_t len, size_t* put);
+  static long bio_ctrl(bio_st* bio, int cmd, long num, void* ptr);
+  static int bio_create(bio_st* bio);
 
   std::shared_ptr<const TlsContext> ctx_;
   ssl_st* ssl_ = nullptr;
-  void* in_bio_ = nullptr;   // BIO*: ciphertext fed, owned by ssl_
-  void* out_bio_ = nullptr;  // BIO*: ciphertext produced, owned by ssl_
+  std::string_view in_;  // fed and not yet read by OpenSSL
   std::string out_;
   size_t out_sent_ = 0;
   std::string staging_;  // write_plain(iovec): small frames gathered into records
