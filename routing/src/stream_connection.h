@@ -132,7 +132,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read() {
     // Straight into the splitter: no copy between the socket and the frame (R-SEC-1: TLS
     // records, and a tcp connection's first bytes, go through wire_ first).
-    char* into = wire_.reads_plain() ? splitter_.prepare(read_chunk_) : wire_.read_buffer(read_chunk_);
+    char* into =
+        wire_.reads_plain() ? splitter_.prepare(read_chunk_) : wire_.read_buffer(read_chunk_);
     socket_.async_read_some(boost::asio::buffer(into, read_chunk_),
                             [self = shared_from_this()](const boost::system::error_code& ec,
                                                         size_t n) { self->on_read(ec, n); });

@@ -106,12 +106,11 @@ void ServerCore::on_accepted(Socket socket) {
   const bool tcp = local_.transport() == ChannelAddr::Transport::kTcp;
   boost::system::error_code ec;
   const Endpoint peer = socket.remote_endpoint(ec);
-  const TlsUse use =
-      tcp && !ec ? server_tls_use(options_, tls_ctx_ != nullptr, peer)
-                 : (tls_ctx_ != nullptr && tcp ? TlsUse::kMust : TlsUse::kNever);
-  auto connection = std::make_shared<Connection>(shared_from_this(), std::move(socket),
-                                                 ++connections_accepted_,
-                                                 ConnectionWire(tcp, use, tls_ctx_));
+  const TlsUse use = tcp && !ec ? server_tls_use(options_, tls_ctx_ != nullptr, peer)
+                                : (tls_ctx_ != nullptr && tcp ? TlsUse::kMust : TlsUse::kNever);
+  auto connection =
+      std::make_shared<Connection>(shared_from_this(), std::move(socket), ++connections_accepted_,
+                                   ConnectionWire(tcp, use, tls_ctx_));
   connections_.insert(connection);
   connections_open_.store(connections_.size(), std::memory_order_relaxed);
   connection->start();

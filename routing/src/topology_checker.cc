@@ -63,9 +63,9 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     return fail(node->source(), "", R"(topology must be a table; write [topology] name = "demo")");
   }
   const Entry e{*node->as_table(), "[topology]"};
-  POSTAL_TOPO_TRY(check_keys(e, {"name", "on_proc_exit", "ready_timeout", "delivery_timeout", "log",
-                                 "start_nats", "nats_tls_ca", "nats_tls_cert", "nats_tls_key",
-                                 "tls"}));
+  POSTAL_TOPO_TRY(
+      check_keys(e, {"name", "on_proc_exit", "ready_timeout", "delivery_timeout", "log",
+                     "start_nats", "nats_tls_ca", "nats_tls_cert", "nats_tls_key", "tls"}));
   std::optional<std::string> name, exit, timeout;
   POSTAL_TOPO_TRY(read_label(e, "name", true, R"(name = "demo")", name));
   spec.name = *name;

@@ -183,7 +183,8 @@ TEST_F(TopologyTest, R_SEC_1_ATopologyWithTlsOnRunsTlsOnEveryTcpChannelOfItsProc
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->tls, TlsMode::kOn);
   absl::StatusOr<TopologySpec> bad = parse_topology(
-      "[topology]\nname = \"t\"\ntls = \"maybe\"\n[[proc]]\nname = \"a\"\nlisten = \"ipc://@t-a\"\n",
+      "[topology]\nname = \"t\"\ntls = \"maybe\"\n[[proc]]\nname = \"a\"\nlisten = "
+      "\"ipc://@t-a\"\n",
       "t.toml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("\"auto\""), std::string_view::npos) << bad.status();

@@ -257,8 +257,9 @@ int bench_command(const std::string& self_binary, const BenchOptions& options) {
     return 2;
   }
   if (options.tls && options.no_auth) {
-    std::fprintf(stderr, "postal bench: --tls needs authentication (its key is the topology's); "
-                         "drop --no-auth\n");
+    std::fprintf(stderr,
+                 "postal bench: --tls needs authentication (its key is the topology's); "
+                 "drop --no-auth\n");
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
@@ -296,9 +297,8 @@ int bench_command(const std::string& self_binary, const BenchOptions& options) {
   std::printf("postal bench: %s, %zu scenario(s), load average %.2f %.2f %.2f on %d CPUs\n",
               report.mode.c_str(), scenarios->size(), report.machine.load_before[0],
               report.machine.load_before[1], report.machine.load_before[2], report.machine.nproc);
-  report.scenarios =
-      run_matrix(*scenarios,
-                 {self_binary, options.workers, options.verbose, !options.no_auth, options.tls});
+  report.scenarios = run_matrix(
+      *scenarios, {self_binary, options.workers, options.verbose, !options.no_auth, options.tls});
   if (!options.no_peers) report.peers = run_peers(*scenarios, options, self_binary);
   return finish(report, options, start) ? 0 : 1;
 }
