@@ -215,6 +215,20 @@ TEST_F(ChannelTlsTest, R_SEC_1_TlsOnWithoutAKeyIsRefusedAtDialAndServe) {
   expect_in_order(7, 8);
 }
 
+// R-SEC-1 with R-FLOW-4: the TLS handshake is bounded by handshake_timeout like HELLO is: a
+// stranger that starts a ClientHello and stalls is closed, and counted.
+TEST_F(ChannelTlsTest, R_SEC_1_AStalledTlsHandshakeIsClosedByTheHandshakeTimeout) {
+  ChannelOptions o = tls_options(TlsMode::kOn);
+  o.handshake_timeout = absl::Milliseconds(200);
+  auto server = serve(tcp_any(), o);
+  boost::asio::io_context ctx;
+  RawPeer peer = connect_raw(ctx, server->local_addr());
+  ASSERT_TRUE(peer.send(std::string_view("\x16\x03\x01\x02\x00", 5)));  // a record header only
+  EXPECT_TRUE(peer.closed_within(kDeadline));
+  EXPECT_EQ(server->stats().closed_handshake_timeout, 1u);
+  EXPECT_EQ(server->stats().sessions, 0u);
+}
+
 // R-SEC-1 with R-CHAN-2: connections cut under traffic (RST by the relay) reconnect with a new
 // TLS session and resume the channel's session: nothing lost, nothing twice.
 TEST_F(ChannelTlsTest, R_SEC_1_CutConnectionsResumeOverTlsWithoutLossOrDuplicates) {
