@@ -101,6 +101,27 @@ TEST_F(ChannelTlsTest, R_SEC_1_TheBytesOnTheWireAreEncrypted) {
   }
 }
 
+// R-SEC-1, auto on loopback: the server tells a TLS ClientHello from a HELLO by the first byte
+// and serves both at once; a client forced on runs TLS, one in auto stays plaintext there.
+TEST_F(ChannelTlsTest, R_SEC_1_OnLoopbackAnAutoServerServesTlsAndPlaintextClientsAlike) {
+  auto server = serve(tcp_any(), tls_options(TlsMode::kAuto));
+  auto tls_relay = relay_to(*server);
+  auto plain_relay = relay_to(*server);
+  auto tls_client = dial(addr_of(*tls_relay), tls_options(TlsMode::kOn));
+  auto plain_client = dial(addr_of(*plain_relay), tls_options(TlsMode::kAuto));
+  for (int n = 0; n < 10; ++n) post_marked(*tls_client, n);
+  expect_in_order(0, 10);
+  for (int n = 10; n < 20; ++n) post_marked(*plain_client, n);
+  expect_in_order(10, 20);
+  wait_unacked(*tls_client, 0);
+  wait_unacked(*plain_client, 0);
+  EXPECT_EQ(tls_relay->upstream().front(), static_cast<char>(internal::kTlsHandshakeRecord));
+  EXPECT_EQ(tls_relay->upstream().find(kMarker), std::string::npos);
+  EXPECT_NE(plain_relay->upstream().find(kMarker), std::string::npos) << "auto on loopback: clear";
+  EXPECT_EQ(server->stats().tls_failed, 0u);
+  EXPECT_EQ(server->stats().refused_plaintext, 0u);
+}
+
 // R-SEC-1, the default (auto): a tcp channel whose peer is off loopback runs TLS with no option
 // set but the key, and its server refuses a plaintext client there. Needs an address of this
 // host that is not loopback (skipped without one).
