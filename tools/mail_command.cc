@@ -344,13 +344,16 @@ int mail_command(const MailCommand& command) {
   // R-SEC-1: the node authenticates with the topology's key (the state file's secret): the named
   // topology's, or the first running one's when none is named (docs/security.md).
   std::shared_ptr<const routing::ChannelKey> key;
+  routing::TlsMode tls = routing::TlsMode::kAuto;
   if (std::vector<TopologyState> states = read_topology_states(command.topology); !states.empty()) {
     absl::StatusOr<std::shared_ptr<const routing::ChannelKey>> k = channel_key(states.front());
     if (!k.ok()) return fail(k.status());
     key = *std::move(k);
+    tls = states.front().tls;  // R-SEC-1: a topology with tls on refuses plaintext
   }
   routing::NodeOptions o;
   o.channel.key = std::move(key);
+  o.channel.tls = tls;
   o.id = runtime::ProcId{runtime::Uid::random(*runtime::Label::parse("mail"))};
   o.listen = *runtime::ChannelAddr::ipc_abstract(absl::StrCat("postal-mail-", ::getpid()));
   o.scheduler.workers = 1;

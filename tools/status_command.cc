@@ -95,6 +95,7 @@ int status_command(const std::string& name, bool json) {
     o.scheduler.workers = 1;
     o.system_actors = false;
     o.channel.key = *std::move(key);
+    o.channel.tls = topology.tls;  // R-SEC-1: a topology with tls on refuses plaintext
     absl::StatusOr<std::unique_ptr<routing::Node>> node = routing::Node::start(std::move(o));
     if (!node.ok()) {
       std::fprintf(stderr, "postal status: %s\n", std::string(node.status().message()).c_str());

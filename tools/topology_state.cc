@@ -91,6 +91,8 @@ TopologyState parse_state(std::string name, const std::string& text) {
     } else if (kind == "secret") {
       state.secret = absl::HexStringToBytes(addr);
       ChannelKey::wipe(addr);
+    } else if (kind == "tls") {
+      state.tls = routing::parse_tls_mode(addr).value_or(routing::TlsMode::kAuto);
     } else if (kind == "dead") {
       std::string rest;
       std::getline(words, rest);
@@ -134,6 +136,7 @@ absl::Status write_topology_state(const routing::Host& host,
   std::ostringstream out;
   out << "pid " << ::getpid() << "\n";
   if (!host.secret().empty()) out << "secret " << absl::BytesToHexString(host.secret()) << "\n";
+  if (host.spec().tls) out << "tls " << routing::to_string(*host.spec().tls) << "\n";
   for (const routing::Node* g : host.gateways()) {
     out << "gateway " << const_cast<routing::Node*>(g)->proc().addr().to_string() << "\n";
   }

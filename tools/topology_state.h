@@ -7,7 +7,8 @@
 // link or blocking, only when they are regular files owned by the user. Anything else is
 // refused with a logged reason, never followed or trusted.
 //
-// One line per fact: `pid N` (the host), `secret HEX`, `gateway ADDR`, `proc ADDR PID`, and
+// One line per fact: `pid N` (the host), `secret HEX`, `tls MODE` (R-SEC-1, when the topology
+// sets one: the subcommands' channels follow it), `gateway ADDR`, `proc ADDR PID`, and
 // `dead ADDR TEXT` for a proc the host saw exit (TEXT says how: "exited with status 1", "killed
 // by SIGKILL"). The host rewrites the file when a proc exits, so readers show a dead proc as
 // dead without asking it.
@@ -41,6 +42,7 @@ struct TopologyState {
   std::string name;
   std::vector<TopologyMember> members;
   std::string secret;  // R-SEC-1: the topology secret (bytes); empty when it runs without
+  routing::TlsMode tls = routing::TlsMode::kAuto;  // R-SEC-1: the topology's `tls`
   ~TopologyState() { routing::ChannelKey::wipe(secret); }
   TopologyState() = default;
   TopologyState(TopologyState&&) = default;

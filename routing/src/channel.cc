@@ -1,6 +1,5 @@
 // IoThread and the transport-picking factories of ChannelClient and ChannelServer.
 #include "postal/routing/channel.h"
-#include "postal/runtime/thread_name.h"
 
 #include <future>
 
@@ -11,12 +10,34 @@
 #include "postal/routing/channel_client.h"
 #include "postal/routing/channel_server.h"
 #include "postal/runtime/mailbox_bound.h"
+#include "postal/runtime/thread_name.h"
+#include "postal/wire/absl_compat.h"
 #include "socket_util.h"
 #include "transports.h"
 
 namespace postal::routing {
 
 using runtime::ChannelAddr;
+
+std::string_view to_string(TlsMode mode) {
+  switch (mode) {
+    case TlsMode::kOn:
+      return "on";
+    case TlsMode::kOff:
+      return "off";
+    case TlsMode::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+absl::StatusOr<TlsMode> parse_tls_mode(std::string_view text) {
+  for (TlsMode m : {TlsMode::kAuto, TlsMode::kOn, TlsMode::kOff}) {
+    if (text == to_string(m)) return m;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("tls mode \"", sv(text), "\": expected auto, on or off (R-SEC-1)"));
+}
 
 IoThread::IoThread() : context_(std::make_unique<boost::asio::io_context>(1)) {
   thread_ = std::thread([ctx = context_.get()] {

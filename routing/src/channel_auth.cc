@@ -53,13 +53,14 @@ Nonce random_nonce() {
   return n;
 }
 
-Mac server_mac(const ChannelKey& key, std::string_view hello_body, const Nonce& server_nonce) {
-  return hmac(key, {kServerLabel, hello_body, view(server_nonce)});
+Mac server_mac(const ChannelKey& key, std::string_view hello_body, const Nonce& server_nonce,
+               std::string_view tls_exporter) {
+  return hmac(key, {kServerLabel, hello_body, view(server_nonce), tls_exporter});
 }
 
 Mac client_mac(const ChannelKey& key, std::string_view hello_body, const Nonce& server_nonce,
-               const Mac& server_mac) {
-  return hmac(key, {kClientLabel, hello_body, view(server_nonce), view(server_mac)});
+               const Mac& server_mac, std::string_view tls_exporter) {
+  return hmac(key, {kClientLabel, hello_body, view(server_nonce), view(server_mac), tls_exporter});
 }
 
 void note_unauthenticated(std::string_view side) {

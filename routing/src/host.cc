@@ -57,6 +57,7 @@ Host::Host(TopologySpec spec, HostOptions options)
   if (spec_.ready_timeout) options_.ready_timeout = *spec_.ready_timeout;
   if (spec_.delivery_timeout) options_.channel.delivery_timeout = *spec_.delivery_timeout;
   if (spec_.nats_tls.enabled()) options_.channel.nats_tls = spec_.nats_tls;
+  if (spec_.tls) options_.channel.tls = *spec_.tls;  // R-SEC-1
 }
 
 absl::StatusOr<std::unique_ptr<Host>> Host::up(const TopologySpec& spec, HostOptions options) {
@@ -178,6 +179,10 @@ absl::Status Host::launch(LaunchedProc& proc, const ProcSpec& spec) {
     if (!tls.cert_file.empty()) {
       args.insert(args.end(), {"--nats-tls-cert", tls.cert_file, "--nats-tls-key", tls.key_file});
     }
+  }
+  // R-SEC-1: the children's tcp channels follow the host's TLS mode.
+  if (options_.channel.tls != TlsMode::kAuto) {
+    args.insert(args.end(), {"--tls", std::string(to_string(options_.channel.tls))});
   }
   if (const std::optional<std::string>& log = spec.log ? spec.log : spec_.log) {
     args.insert(args.end(), {"--log-level", *log});

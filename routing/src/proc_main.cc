@@ -27,6 +27,7 @@ constexpr std::string_view kUsage =
     "                   [--ready-fd FD] [--secret-fd FD] [--delivery-timeout-ms N]\n"
     "                   [--log-level SPEC] [--heartbeat-ms INTERVAL,TIMEOUT] [--parent-pid PID]\n"
     "                   [--nats-tls-ca FILE [--nats-tls-cert FILE --nats-tls-key FILE]]\n"
+    "                   [--tls auto|on|off]\n"
     "Runs one proc (hosts launch it; see docs/topologies.md). Writes `POSTAL-READY <proc address>\n"
     "<listen address>` to the ready fd once serving; runs until SIGINT/SIGTERM or its parent "
     "dies.\n"
@@ -36,7 +37,9 @@ constexpr std::string_view kUsage =
     "--secret-fd (or POSTAL_SECRET_FD) names an fd holding the topology secret: the proc reads it\n"
     "to the end, closes it, and authenticates every channel with it (docs/security.md).\n"
     "--nats-tls-ca makes every nats:// channel talk TLS to its NATS server, trusting only server\n"
-    "certificates signed by that CA; --nats-tls-cert/--nats-tls-key add a client certificate.\n";
+    "certificates signed by that CA; --nats-tls-cert/--nats-tls-key add a client certificate.\n"
+    "--tls sets TLS 1.3 on tcp:// channels (keyed from the secret): auto (the default) off\n"
+    "loopback, on for every tcp channel, off never (docs/security.md).\n";
 
 const runtime::Logger& log() { return runtime::Logger::routing(); }
 
@@ -54,6 +57,7 @@ struct ProcFlags {
   int parent_pid = 0;           // 0: not checked
   std::string log_level;        // empty: POSTAL_LOG or the default
   NatsTls nats_tls;             // files; empty: plain TCP to NATS
+  TlsMode tls = TlsMode::kAuto;  // R-SEC-1: TLS on tcp channels
   // R-FLOW-4: heartbeat_interval and heartbeat_timeout in ms; -1: the channel default.
   int heartbeat_interval_ms = -1;
   int heartbeat_timeout_ms = -1;
@@ -83,6 +87,13 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
       out.location = value;
     } else if (key == "--log-level") {
       out.log_level = value;
+    } else if (key == "--tls") {
+      absl::StatusOr<TlsMode> mode = parse_tls_mode(value);
+      if (!mode.ok()) {
+        log().error(absl::StrCat("postal proc: --tls: ", mode.status().message()));
+        return ParseResult::kUsageError;
+      }
+      out.tls = *mode;
     } else if (key == "--nats-tls-ca") {
       out.nats_tls.ca_file = value;
     } else if (key == "--nats-tls-cert") {
@@ -120,7 +131,8 @@ ParseResult parse_flags(int argc, char** argv, ProcFlags& out) {
           absl::StrCat("postal proc: unknown flag ", sv(key),
                        " (known: --name, --listen, --location, --workers, --ready-fd, "
                        "--secret-fd, --delivery-timeout-ms, --log-level, --heartbeat-ms, "
-                       "--parent-pid, --nats-tls-ca, --nats-tls-cert, --nats-tls-key, --help)"));
+                       "--parent-pid, --nats-tls-ca, --nats-tls-cert, --nats-tls-key, --tls, "
+                       "--help)"));
       return ParseResult::kUsageError;
     }
   }
@@ -218,6 +230,7 @@ int proc_main(int argc, char** argv) {
   }
   options.channel.key = *std::move(key);
   options.channel.nats_tls = flags.nats_tls;
+  options.channel.tls = flags.tls;
   if (!flags.location.empty()) {
     absl::StatusOr<runtime::Location> location = runtime::Location::parse(flags.location);
     if (!location.ok()) {

@@ -198,4 +198,18 @@ uint16_t tcp_port(const Endpoint& endpoint) {
   return 0;
 }
 
+bool is_loopback(const Endpoint& endpoint) {
+  const sockaddr* sa = endpoint.data();
+  if (sa->sa_family == AF_INET) {
+    const uint32_t a = ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr);
+    return (a >> 24) == 127;  // 127.0.0.0/8
+  }
+  if (sa->sa_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;  // ::ffff:127.0.0.0/104
+  }
+  return sa->sa_family == AF_UNIX;
+}
+
 }  // namespace postal::routing::internal

@@ -51,4 +51,8 @@ void tune(Socket& socket, const runtime::ChannelAddr& addr);
 // The port of a bound tcp endpoint.
 uint16_t tcp_port(const Endpoint& endpoint);
 
+// Whether an endpoint never leaves the host: 127.0.0.0/8, ::1, ::ffff:127.x, or a unix socket.
+// R-SEC-1: a tcp connection whose peer is on loopback may run without TLS in mode auto.
+bool is_loopback(const Endpoint& endpoint);
+
 }  // namespace postal::routing::internal

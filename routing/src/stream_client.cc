@@ -22,6 +22,7 @@
 #include "channel_auth.h"
 #include "postal/routing/channel_key.h"
 #include "postal/wire/absl_compat.h"
+#include "tls_policy.h"
 #include "transports.h"
 
 namespace postal::routing::internal {
@@ -94,8 +95,8 @@ void StreamClientCore::start() {
     boost::system::error_code ignored;
     self->socket_.non_blocking(true, ignored);
     self->link_ = Link::kHandshaking;
-    self->send_hello();
-    self->read(self->gen_);
+    self->begin_handshake();
+    if (self->link_ == Link::kHandshaking) self->read(self->gen_);
   });
 }
 
@@ -294,6 +295,7 @@ void StreamClientCore::connect_async() {
   boost::system::error_code ignored;
   socket_.close(ignored);
   waiting_writable_ = false;
+  tls_.reset();
   dial_timer_.expires_after(to_chrono(std::min(options_.dial_timeout, options_.delivery_timeout)));
   dial_timer_.async_wait([self = shared_from_this(), gen](const boost::system::error_code& ec) {
     if (ec) return;
@@ -324,8 +326,8 @@ void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_cod
   socket_.non_blocking(true, ignored);
   connected();
   link_ = Link::kHandshaking;
-  send_hello();
-  read(gen);
+  begin_handshake();
+  if (gen == gen_ && !closed()) read(gen);
 }
 
 void StreamClientCore::send_hello() {
@@ -373,11 +375,19 @@ void StreamClientCore::on_read(uint64_t gen, const boost::system::error_code& ec
   if (gen != gen_ || closed()) return;
   if (ec) {
     last_errno_ = errno_of(ec);
-    return link_failed(
-        gen, ec == boost::asio::error::eof ? "the server closed the connection" : os_error(ec));
+    std::string why =
+        ec == boost::asio::error::eof ? "the server closed the connection" : os_error(ec);
+    if (tls_ != nullptr && !tls_->done()) {  // R-SEC-1: say what to check
+      why += " during the TLS handshake (does the server run with tls off, or without TLS?)";
+    }
+    return link_failed(gen, std::move(why));
   }
   read_since_tick_ = true;  // §10.2: any byte proves the peer alive
-  splitter_.feed(std::string_view(read_buf_.data(), n));
+  if (tls_ == nullptr) {
+    splitter_.feed(std::string_view(read_buf_.data(), n));
+  } else if (!on_tls_read(gen, std::string_view(read_buf_.data(), n))) {
+    return;  // R-SEC-1: the connection ended (a TLS failure)
+  }
   if (n == read_buf_.size() && read_buf_.size() < kReadChunk) {
     read_buf_.resize(read_buf_.size() * 2);
   }
@@ -447,6 +457,7 @@ void StreamClientCore::drop_connection(std::string why) {
   control_sent_ = 0;
   heartbeat_out_.clear();
   waiting_writable_ = false;
+  tls_.reset();  // R-SEC-1: a TLS session lives and dies with its connection
 }
 
 void StreamClientCore::schedule_reconnect() {
@@ -556,11 +567,11 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
                                     next_seq_,
                                     {},
                                     "the client closed the channel"});
-    [[maybe_unused]] const ssize_t n =
-        ::send(socket_.native_handle(), goodbye.data(), goodbye.size(), MSG_NOSIGNAL);
+    send_now(goodbye);
   }
   boost::system::error_code ignored;
   socket_.close(ignored);
+  tls_.reset();
   reconnect_timer_.cancel();
   deadline_timer_.cancel();
   dial_timer_.cancel();
@@ -637,8 +648,13 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, Channel
     }
     endpoints = *std::move(resolved);
   }
+  // R-SEC-1: the TLS context, or the error of a mode that cannot work (tls on without a key).
+  absl::StatusOr<std::shared_ptr<const TlsContext>> tls =
+      tls_context_for(options, addr, TlsContext::Role::kClient);
+  if (!tls.ok()) return tls.status();
   auto core = std::make_shared<StreamClientCore>(io, addr, std::move(endpoints), returns, options,
                                                  std::move(label));
+  core->set_tls(*std::move(tls));
   if (in_background) {
     core->start_in_background();
   } else {

@@ -16,8 +16,9 @@
 // destructor closes it on the I/O thread; handlers that run later see `closed()` and do nothing,
 // so `returns_` is never used after the owner is gone.
 //
-// Link states: kConnecting (a connect is in flight) → kHandshaking (HELLO sent, waiting for
-// WELCOME) → kUp (DATA flows) → kDown (lost; reconnect after backoff while anything is pending).
+// Link states: kConnecting (a connect is in flight) → kHandshaking (the TLS handshake when the
+// connection runs TLS, R-SEC-1, stream_client_tls.cc; then HELLO sent, waiting for WELCOME) →
+// kUp (DATA flows) → kDown (lost; reconnect after backoff while anything is pending).
 // Each connection has a generation number; handlers of an older generation are ignored. Every
 // attempt, from connect to WELCOME, is bounded by dial_timeout (the dial timer).
 //
@@ -88,6 +89,7 @@
 #include "postal/runtime/mailbox_sender.h"
 #include "queue_bounds.h"
 #include "socket_util.h"
+#include "tls_filter.h"
 
 namespace postal::routing::internal {
 
@@ -116,8 +118,10 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
 
   // Caller thread, before the I/O thread knows this core: the synchronous first connect.
   absl::Status connect_first();
-  // Hands the connected socket to the I/O thread: HELLO, then reads.
+  // Hands the connected socket to the I/O thread: TLS when due, HELLO, then reads.
   void start();
+  // R-SEC-1: the TLS context of this client (tls_policy.h), before start; null: no TLS.
+  void set_tls(std::shared_ptr<const TlsContext> tls) { tls_ctx_ = std::move(tls); }
   // Instead of the two above: resolve (tcp names) and connect on the I/O thread.
   void start_in_background();
 
@@ -151,6 +155,7 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
 
  private:
   enum class Link { kDown, kConnecting, kHandshaking, kUp };
+  enum class Written { kAll, kFull, kFailed };
   // §9: one chunked payload in flight.
   struct Transfer {
     uint64_t seq;                           // its DATA frame's seq
@@ -203,6 +208,21 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void connected();
   void on_connected(uint64_t gen, const boost::system::error_code& ec);
   void send_hello();
+  // ---- R-SEC-1: TLS (stream_client_tls.cc) ----
+  // A connection is up: TLS first when the policy says so (its ClientHello), else HELLO.
+  void begin_handshake();
+  // Ciphertext read on connection `gen`: the TLS handshake, then plaintext into the splitter.
+  // False when the connection ended.
+  bool on_tls_read(uint64_t gen, std::string_view ciphertext);
+  // A TLS failure on connection `gen`: a failed handshake closes the channel for good (another
+  // topology's server, or one that does not speak TLS); a bad record is a lost connection.
+  void tls_failed(uint64_t gen, const absl::Status& why);
+  // Sends the ciphertext waiting in tls_: kAll once it is all out.
+  Written send_tls(int& err);
+  // Encrypts the gathered plaintext (at most one round) and accounts it as written.
+  Written seal(const iovec* iov, size_t count);
+  // Best effort, non-blocking: `frame` now, encrypted when the connection runs TLS (GOODBYE).
+  void send_now(std::string_view frame);
   void read(uint64_t gen);
   void on_read(uint64_t gen, const boost::system::error_code& ec, size_t n);
   void handle(uint64_t gen, v2::Kind kind, std::string_view body);
@@ -266,8 +286,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   // Writes the control frame, then unsent DATA frames in seq order (R-CHAN-4), with gathered
   // non-blocking writes (§13 rule 42) until everything is out or the socket is full.
   void flush_writes();
-  // What write_some got done: everything, up to a full socket, or a failure (errno in `err`).
-  enum class Written { kAll, kFull, kFailed };
+  // What write_some got done: everything, up to a full socket, or a failure (errno in `err`;
+  // 0 with a TLS failure, in tls_error_).
   Written write_some(int& err);
   // A worker's flush: whether everything went out (else the I/O thread takes over).
   bool write_inline();
@@ -396,6 +416,12 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   bool wrote_since_tick_ = false;
   std::chrono::steady_clock::time_point last_heard_;  // as of the last tick
   uint64_t pings_ = 0;                                // the last PING's token
+  // R-SEC-1: TLS (tls_filter.h). The context is set once before start; the filter is this
+  // connection's (null: plaintext), dropped with it; X binds the handshake's MACs to it.
+  std::shared_ptr<const TlsContext> tls_ctx_;
+  std::unique_ptr<TlsFilter> tls_;
+  std::string tls_exporter_;
+  std::string tls_error_;  // why the last TLS write failed
 };
 
 }  // namespace postal::routing::internal

@@ -223,7 +223,9 @@ void StreamClientCore::on_challenge(uint64_t gen, std::string_view body) {
   }
   // Mutual: the server proves the key first; a server that cannot gets no AUTH, and the
   // channel closes for good (another topology's server, or someone posing as one).
-  const auth::Mac expected = auth::server_mac(*options_.key, hello_body_, challenge->server_nonce);
+  // X (wire.md §4.5): over TLS the proofs are bound to this TLS session.
+  const auth::Mac expected =
+      auth::server_mac(*options_.key, hello_body_, challenge->server_nonce, tls_exporter_);
   if (!auth::equal(challenge->server_mac, expected)) {
     return close_channel(
         TransportReason::kChannelClosed,
@@ -235,8 +237,8 @@ void StreamClientCore::on_challenge(uint64_t gen, std::string_view body) {
   }
   challenged_ = true;
   v2::Auth proof;
-  proof.client_mac =
-      auth::client_mac(*options_.key, hello_body_, challenge->server_nonce, challenge->server_mac);
+  proof.client_mac = auth::client_mac(*options_.key, hello_body_, challenge->server_nonce,
+                                      challenge->server_mac, tls_exporter_);
   v2::append(control_, proof);
   flush_writes();
 }
@@ -575,7 +577,7 @@ void StreamClientCore::flush_writes() {
         return wait_writable();
       case Written::kFailed:
         last_errno_ = err;
-        return link_failed(gen_, os_error(err));
+        return link_failed(gen_, err != 0 ? os_error(err) : tls_error_);
     }
   }
 }
@@ -600,6 +602,10 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
     iov[count++] = iovec{const_cast<char*>(c.data) + skip, c.len - skip};
   };
   for (;;) {
+    if (tls_ != nullptr) {  // R-SEC-1: the ciphertext of the last round goes first
+      if (const Written w = send_tls(err); w != Written::kAll) return w;
+      if (!tls_->done()) return Written::kAll;  // no plaintext before the TLS handshake ends
+    }
     size_t count = 0, bytes = 0;
     cuts_.clear();
     head_cuts_ = 0;
@@ -661,6 +667,10 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
       }
     }
     if (count == 0) return Written::kAll;
+    if (tls_ != nullptr) {
+      if (const Written w = seal(iov, count); w != Written::kAll) return w;
+      continue;  // the ciphertext goes at the top of the loop
+    }
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = count;

@@ -10,10 +10,11 @@ namespace postal::routing::internal::stream_server {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(std::shared_ptr<ServerCore> core, Socket socket, uint64_t number)
+  Connection(std::shared_ptr<ServerCore> core, Socket socket, uint64_t number, ConnectionWire wire)
       : core_(std::move(core)),
         socket_(std::move(socket)),
         number_(number),
+        wire_(std::move(wire)),
         accepted_at_(std::chrono::steady_clock::now()),
         last_read_(accepted_at_) {}
 
@@ -76,8 +77,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         v2::append(goodbye, v2::Goodbye{static_cast<uint16_t>(v2::GoodbyeCode::kIdle),
                                         session_->next_expected, session_->progress(),
                                         "nothing received for heartbeat_timeout"});
-        [[maybe_unused]] const ssize_t n = ::send(socket_.native_handle(), goodbye.data(),
-                                                  goodbye.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        send_now(std::move(goodbye));
       }
       return close_bounded(
           absl::StrCat("nothing received for heartbeat_timeout (",
@@ -130,8 +130,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class State { kAwaitHello, kAwaitAuth, kUp, kRejected };
 
   void read() {
-    // Straight into the splitter: no copy between the socket and the frame.
-    socket_.async_read_some(boost::asio::buffer(splitter_.prepare(read_chunk_), read_chunk_),
+    // Straight into the splitter: no copy between the socket and the frame (R-SEC-1: TLS
+    // records, and a tcp connection's first bytes, go through wire_ first).
+    char* into =
+        wire_.reads_plain() ? splitter_.prepare(read_chunk_) : wire_.read_buffer(read_chunk_);
+    socket_.async_read_some(boost::asio::buffer(into, read_chunk_),
                             [self = shared_from_this()](const boost::system::error_code& ec,
                                                         size_t n) { self->on_read(ec, n); });
   }
@@ -141,7 +144,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ec) return close(hung_up(ec) ? "" : os_error(ec));
     last_read_ = std::chrono::steady_clock::now();
     if (state_ == State::kRejected) return read();  // discard until the client hangs up
-    splitter_.commit(n);
+    if (!wire_.reads_plain()) {
+      if (!open_wire(n)) return;
+    } else {
+      splitter_.commit(n);
+    }
     // R-FLOW-4: the reads grow only when the peer fills them.
     if (n == read_chunk_ && read_chunk_ < kReadChunk) read_chunk_ *= 2;
     for (;;) {
@@ -206,6 +213,58 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (kind == v2::Kind::kPing) v2::append_pong(out_, *ping);
     return true;
   }
+
+  // ---- R-SEC-1: TLS (connection_wire.h) ----
+
+  // The bytes read pass through the wire: the first-byte check, TLS records. False when the
+  // connection ends (or stops reading).
+  bool open_wire(size_t n) {
+    absl::Status why;
+    switch (wire_.open(n, splitter_, why)) {
+      case ConnectionWire::Opened::kOk:
+        return true;
+      case ConnectionWire::Opened::kRefusePlain:
+        core_->refused_plaintext_.fetch_add(1, std::memory_order_relaxed);
+        reject(v2::RejectCode::kAuthRequired,
+               "this server requires TLS from this client (R-SEC-1: its tls mode is on, or the "
+               "client is off loopback); dial with the topology secret and tls auto or on",
+               /*quiet=*/true);
+        return false;
+      case ConnectionWire::Opened::kRefuseTls:
+        // In plaintext: the client's TLS cannot parse it and fails for good (its handshake
+        // fails), which a silent close would not tell from a lost connection.
+        core_->tls_failed_.fetch_add(1, std::memory_order_relaxed);
+        reject(v2::RejectCode::kAuthUnsupported,
+               "a TLS ClientHello, but this server runs without TLS (tls off, or no topology "
+               "key; R-SEC-1)",
+               /*quiet=*/true);
+        return false;
+      case ConnectionWire::Opened::kFailed:
+        break;
+    }
+    tls_failed(why);
+    return false;
+  }
+
+  // A TLS failure ends the connection: counted, logged rate-limited (a stranger can repeat it),
+  // and the alert OpenSSL made is sent, best effort.
+  void tls_failed(const absl::Status& why) {
+    core_->tls_failed_.fetch_add(1, std::memory_order_relaxed);
+    core_->refusals_.log(log(), runtime::LogLevel::kWarn,
+                         absl::StrCat("channel server ", core_->text_, ": closing connection #",
+                                      number_, ": ", why.message(), " (R-SEC-1)"));
+    if (!writing_) send_now({});
+    close("");
+  }
+
+  // Best effort, non-blocking, when no write is in flight: `frame` (sealed under TLS).
+  void send_now(std::string frame) {
+    if (!wire_.seal(frame).ok() || frame.empty()) return;
+    [[maybe_unused]] const ssize_t n =
+        ::send(socket_.native_handle(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+
+  // ---- end of R-SEC-1 ----
 
   // R-FLOW-4: counts what the splitter holds of an incomplete frame toward the listener's bound.
   void account_partial() {
@@ -277,7 +336,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     hello_ = hello;
     hello_body_.assign(body);
     challenge_.server_nonce = auth::random_nonce();
-    challenge_.server_mac = auth::server_mac(*key, hello_body_, challenge_.server_nonce);
+    // X (wire.md §4.5): over TLS both proofs are bound to this TLS session.
+    challenge_.server_mac =
+        auth::server_mac(*key, hello_body_, challenge_.server_nonce, wire_.exporter());
     state_ = State::kAwaitAuth;
     v2::append(out_, challenge_);
     flush();
@@ -288,8 +349,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // auth_failed, counted and logged rate-limited (a stranger can repeat it).
   bool on_auth(std::string_view body) {
     absl::StatusOr<v2::Auth> proof = v2::decode_auth(body);
-    const auth::Mac expected = auth::client_mac(*core_->options_.key, hello_body_,
-                                                challenge_.server_nonce, challenge_.server_mac);
+    const auth::Mac expected =
+        auth::client_mac(*core_->options_.key, hello_body_, challenge_.server_nonce,
+                         challenge_.server_mac, wire_.exporter());
     if (!proof.ok() || !auth::equal(proof->client_mac, expected)) {
       core_->auth_failed_.fetch_add(1, std::memory_order_relaxed);
       reject(v2::RejectCode::kAuthFailed, "the AUTH does not prove the topology secret (R-SEC-1)",
@@ -653,6 +715,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       progress_.clear();
       ack_pending_ = false;
     }
+    if (absl::Status s = wire_.seal(out_); !s.ok()) return tls_failed(s);  // R-SEC-1
     if (out_.empty()) return;
     in_flight_.swap(out_);
     out_.clear();
@@ -685,6 +748,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<ServerCore> core_;
   Socket socket_;
   const uint64_t number_;
+  ConnectionWire wire_;  // R-SEC-1: plaintext or TLS
   v2::FrameSplitter splitter_{v2::kHandshakeFrameLimit};
   size_t read_chunk_ = kFirstReadChunk;  // what the next read asks for
   std::string out_;                      // frames waiting for the next write

@@ -102,9 +102,16 @@ void ServerCore::on_accepted(Socket socket) {
     log().debug(absl::StrCat("channel server ", text_, ": accepted connection #",
                              connections_accepted_.load(std::memory_order_relaxed) + 1));
   }
+  // R-SEC-1: what this peer may speak, by its address (tls_policy.h).
+  const bool tcp = local_.transport() == ChannelAddr::Transport::kTcp;
+  boost::system::error_code ec;
+  const Endpoint peer = socket.remote_endpoint(ec);
+  const TlsUse use = tcp && !ec ? server_tls_use(options_, tls_ctx_ != nullptr, peer)
+                                : (tls_ctx_ != nullptr && tcp ? TlsUse::kMust : TlsUse::kNever);
   auto connection =
       std::make_shared<Connection>(shared_from_this(), std::move(socket),
-      connections_accepted_.fetch_add(1, std::memory_order_relaxed) + 1);
+                                   connections_accepted_.fetch_add(1, std::memory_order_relaxed) + 1,
+                                   ConnectionWire(tcp, use, tls_ctx_));
   connections_.insert(connection);
   connections_open_.store(connections_.size(), std::memory_order_relaxed);
   connection->start();
@@ -265,6 +272,8 @@ ChannelServer::Stats ServerCore::stats() const {
   s.connections_accepted = connections_accepted_.load(std::memory_order_relaxed);
   s.credit_pauses = credit_pauses_.load(std::memory_order_relaxed);
   s.credit_opens = credit_opens_.load(std::memory_order_relaxed);
+  s.tls_failed = tls_failed_.load(std::memory_order_relaxed);
+  s.refused_plaintext = refused_plaintext_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -415,7 +424,12 @@ absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io, runtim
     if (absl::Status s = stream_server::prepare_ipc_path(io, addr, endpoint); !s.ok()) return s;
   }
   if (options.key == nullptr) auth::note_unauthenticated("channel server");
+  // R-SEC-1: the TLS context, or the error of a mode that cannot work (tls on without a key).
+  absl::StatusOr<std::shared_ptr<const TlsContext>> tls =
+      tls_context_for(options, addr, TlsContext::Role::kServer);
+  if (!tls.ok()) return tls.status();
   auto core = std::make_shared<ServerCore>(io, addr, deliver_to, ret, options);
+  core->set_tls(*std::move(tls));
   if (absl::Status s = core->listen(endpoint); !s.ok()) return s;
   if (ipc_path) core->set_unlink_path(std::string(addr.path()));
   if (addr.transport() == ChannelAddr::Transport::kTcp && addr.port() == 0) {

@@ -33,6 +33,7 @@
 #include "absl/synchronization/notification.h"
 #include "channel_auth.h"
 #include "credit_frame.h"
+#include "connection_wire.h"
 #include "envelope_codec.h"
 #include "frames_v2.h"
 #include "payload_stream.h"
@@ -205,6 +206,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
     text_ = local_.to_string();
   }
   void set_unlink_path(std::string path) { unlink_path_ = std::move(path); }
+  // R-SEC-1: the TLS context (tls_policy.h), before start; null: no TLS.
+  void set_tls(std::shared_ptr<const TlsContext> tls) { tls_ctx_ = std::move(tls); }
   // Only before start(): afterwards the acceptor belongs to the I/O thread.
   Endpoint bound_endpoint(boost::system::error_code& ec) const {
     return acceptor_.local_endpoint(ec);
@@ -306,6 +309,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::atomic<uint64_t> refused_peer_uid_{0};
   std::atomic<uint64_t> credit_pauses_{0};
   std::atomic<uint64_t> credit_opens_{0};
+  std::atomic<uint64_t> tls_failed_{0};
+  std::atomic<uint64_t> refused_plaintext_{0};
+  std::shared_ptr<const TlsContext> tls_ctx_;  // R-SEC-1; set before start
 
   // I/O thread only.
   boost::asio::steady_timer sweep_timer_;

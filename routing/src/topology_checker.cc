@@ -63,8 +63,9 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     return fail(node->source(), "", R"(topology must be a table; write [topology] name = "demo")");
   }
   const Entry e{*node->as_table(), "[topology]"};
-  POSTAL_TOPO_TRY(check_keys(e, {"name", "on_proc_exit", "ready_timeout", "delivery_timeout", "log",
-                                 "start_nats", "nats_tls_ca", "nats_tls_cert", "nats_tls_key"}));
+  POSTAL_TOPO_TRY(
+      check_keys(e, {"name", "on_proc_exit", "ready_timeout", "delivery_timeout", "log",
+                     "start_nats", "nats_tls_ca", "nats_tls_cert", "nats_tls_key", "tls"}));
   std::optional<std::string> name, exit, timeout;
   POSTAL_TOPO_TRY(read_label(e, "name", true, R"(name = "demo")", name));
   spec.name = *name;
@@ -116,6 +117,18 @@ absl::Status Checker::check_topology(const toml::table& root, TopologySpec& spec
     spec.start_nats = *nats;
   }
   POSTAL_TOPO_TRY(check_nats_tls(e, spec.nats_tls));
+  std::optional<std::string> tls;  // R-SEC-1
+  POSTAL_TOPO_TRY(read_string(e, "tls", false, R"(tls = "auto")", tls));
+  if (tls) {
+    absl::StatusOr<TlsMode> mode = parse_tls_mode(*tls);
+    if (!mode.ok()) {
+      return fail(e.table.get("tls")->source(), e.where,
+                  absl::StrCat("tls ", quote(*tls),
+                               R"( is not a mode; write "auto" (TLS off loopback, the default), )",
+                               R"("on" (every tcp channel) or "off")"));
+    }
+    spec.tls = *mode;
+  }
   if (spec.start_nats && spec.nats_tls.enabled()) {
     return fail(e.table.get("nats_tls_ca")->source(), e.where,
                 "nats_tls_ca with start_nats: the nats-server postal up starts serves no TLS (it "

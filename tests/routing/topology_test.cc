@@ -173,6 +173,52 @@ TEST_F(TopologyTest, R_SEC_1_APostalUpTopologyAuthenticatesEveryChannelWithItsSe
   }
 }
 
+// R-SEC-1: `tls = "on"` in a topology reaches every launched proc (as --tls on): their tcp
+// channels run TLS even on loopback, traffic flows, and a member's plaintext client (the right
+// key, tls off) is refused by a child's server with "requires TLS". The file's field parses.
+TEST_F(TopologyTest, R_SEC_1_ATopologyWithTlsOnRunsTlsOnEveryTcpChannelOfItsProcs) {
+  absl::StatusOr<TopologySpec> parsed = parse_topology(
+      "[topology]\nname = \"t\"\ntls = \"on\"\n[[proc]]\nname = \"a\"\nlisten = \"ipc://@t-a\"\n",
+      "t.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->tls, TlsMode::kOn);
+  absl::StatusOr<TopologySpec> bad = parse_topology(
+      "[topology]\nname = \"t\"\ntls = \"maybe\"\n[[proc]]\nname = \"a\"\nlisten = "
+      "\"ipc://@t-a\"\n",
+      "t.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"auto\""), std::string_view::npos) << bad.status();
+
+  TopologySpec spec;
+  spec.name = "tls";
+  spec.tls = TlsMode::kOn;
+  for (const char* p : {"alpha", "gamma"}) {
+    spec.procs.push_back({p, tcp(), std::nullopt, 1, std::nullopt, {}, std::nullopt});
+    spec.actors.push_back(actor_spec(p, "driver", kDriverType));
+    spec.actors.push_back(actor_spec(p, "echo", kEchoType));
+  }
+  up(spec);
+  for (auto [from, to] : {std::pair{"alpha", "gamma"}, std::pair{"gamma", "alpha"}}) {
+    auto r = drive(actor(from, "driver"), "ping-pong", {payload_port(actor(to, "echo"))}, 200);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->error.empty()) << r->error;
+    EXPECT_EQ(r->messages, 200u);
+  }
+  IoThread io;
+  ChannelOptions plain;
+  plain.key = *ChannelKey::derive(host_->secret());
+  plain.tls = TlsMode::kOff;
+  auto member = ChannelClient::dial(io, host_->find_proc("gamma")->listen, host_->proc(), plain);
+  ASSERT_TRUE(member.ok()) << member.status();
+  (*member)->post(runtime::MessageEnvelope::make(host_->client().self_addr(),
+                                                 payload_port(actor("gamma", "echo")),
+                                                 wire::Any::make(Payload{})),
+                  host_->proc());
+  ASSERT_TRUE(test_support::wait_for([&] { return (*member)->closed(); }, kDeadline));
+  EXPECT_NE((*member)->status().message().find("requires TLS"), std::string_view::npos)
+      << (*member)->status();
+}
+
 // R-SEC-3 with R-SEC-1: the secret reaches a launched proc on an inherited pipe: its argv names
 // the fd, and neither its argv nor its environment holds the secret; the fd is closed once read.
 TEST_F(TopologyTest, R_SEC_3_TheSecretIsInNoChildsArgvOrEnvironment) {

@@ -112,6 +112,7 @@ absl::StatusOr<ScenarioResult> run_topology(const std::string& file, const Bench
   o.postal_binary = self_binary;
   o.proc_workers = options.workers;
   o.authenticate = !options.no_auth;
+  if (options.tls) o.channel.tls = routing::TlsMode::kOn;
   if (options.verbose) o.log = [](const std::string& line) { std::printf("  %s\n", line.c_str()); };
   std::printf("bringing up topology %s from %s\n", spec->name.c_str(), file.c_str());
   absl::StatusOr<std::unique_ptr<routing::Host>> host = routing::Host::up(*spec, o);
@@ -235,6 +236,9 @@ void add_bench_subcommand(CLI::App& app, BenchOptions& o) {
   b->add_flag("--verbose", o.verbose, "print how each topology comes up");
   b->add_flag("--no-auth", o.no_auth,
               "run the topologies without channel authentication (to measure what it costs)");
+  b->add_flag("--tls", o.tls,
+              "TLS 1.3 on every tcp channel, loopback included (to measure what it costs; the "
+              "default is TLS off loopback only)");
   b->add_option("--window", o.window,
                 "stream drivers' unacknowledged payloads per target (default 4096); the report's "
                 "window cap says whether it limited a run")
@@ -252,6 +256,12 @@ int bench_command(const std::string& self_binary, const BenchOptions& options) {
                  static_cast<long long>(routing::kMaxProcWorkers));
     return 2;
   }
+  if (options.tls && options.no_auth) {
+    std::fprintf(stderr,
+                 "postal bench: --tls needs authentication (its key is the topology's); "
+                 "drop --no-auth\n");
+    return 2;
+  }
   ::signal(SIGPIPE, SIG_IGN);
   routing::register_workload_actors();
   Report report;
@@ -260,6 +270,7 @@ int bench_command(const std::string& self_binary, const BenchOptions& options) {
   report.workers = options.workers;
   report.peers_skipped = options.no_peers;
   report.authenticated = !options.no_auth;
+  report.tls = options.tls;
   const absl::Time start = absl::Now();
 
   if (!options.topology.empty()) {
@@ -286,8 +297,8 @@ int bench_command(const std::string& self_binary, const BenchOptions& options) {
   std::printf("postal bench: %s, %zu scenario(s), load average %.2f %.2f %.2f on %d CPUs\n",
               report.mode.c_str(), scenarios->size(), report.machine.load_before[0],
               report.machine.load_before[1], report.machine.load_before[2], report.machine.nproc);
-  report.scenarios =
-      run_matrix(*scenarios, {self_binary, options.workers, options.verbose, !options.no_auth});
+  report.scenarios = run_matrix(
+      *scenarios, {self_binary, options.workers, options.verbose, !options.no_auth, options.tls});
   if (!options.no_peers) report.peers = run_peers(*scenarios, options, self_binary);
   return finish(report, options, start) ? 0 : 1;
 }

@@ -28,7 +28,8 @@ std::string to_json(const Report& report) {
   out["options"] = {{"messages_override", report.messages_override},
                     {"workers_per_proc", report.workers},
                     {"peers", !report.peers_skipped},
-                    {"authenticated", report.authenticated}};
+                    {"authenticated", report.authenticated},
+                    {"tls", report.tls}};
   json scenarios = json::array();
   for (const auto& r : report.scenarios) {
     scenarios.push_back({

@@ -137,6 +137,7 @@ void print_report(const Report& report) {
       "over half of it\n");
   if (report.peers_skipped) std::printf("\npeers: skipped (--no-peers)\n");
   if (!report.authenticated) std::printf("\nchannels: unauthenticated (--no-auth)\n");
+  if (report.tls) std::printf("\nchannels: TLS 1.3 on every tcp channel (--tls)\n");
   for (const auto& note : report.peers.notes) std::printf("\nnote: %s", note.c_str());
   if (!report.peers.notes.empty()) std::printf("\n");
   if (report.ratios.empty()) return;

@@ -65,6 +65,7 @@ struct Report {
   PeerSet peers;
   bool peers_skipped = false;  // --no-peers
   bool authenticated = true;   // false with --no-auth
+  bool tls = false;            // --tls: TLS on every tcp channel (R-SEC-1)
   std::vector<Ratio> ratios;
 };
 

@@ -206,6 +206,7 @@ class HostRig final : public Rig {
     o.postal_binary = options.postal_binary;
     o.proc_workers = options.workers;
     o.authenticate = options.authenticate;
+    if (options.tls) o.channel.tls = routing::TlsMode::kOn;  // R-SEC-1: measured on loopback
     if (options.verbose)
       o.log = [](const std::string& line) { std::printf("  %s\n", line.c_str()); };
     absl::StatusOr<std::unique_ptr<routing::Host>> host = routing::Host::up(spec, o);

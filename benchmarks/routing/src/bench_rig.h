@@ -26,6 +26,7 @@ struct RigOptions {
   int workers = 1;            // worker threads per proc
   bool verbose = false;       // print the host's bring-up lines
   bool authenticate = true;   // R-SEC-1: the topology's channels prove its secret (--no-auth)
+  bool tls = false;           // R-SEC-1: TLS on every tcp channel, loopback included (--tls)
 };
 
 class Rig {

@@ -14,9 +14,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace boost::asio {
@@ -42,6 +44,13 @@ struct NatsTls {
   bool enabled() const { return !ca_file.empty(); }
   friend bool operator==(const NatsTls&, const NatsTls&) = default;
 };
+
+// ChannelOptions::tls: when a tcp channel runs TLS 1.3 (R-SEC-1).
+enum class TlsMode : uint8_t { kAuto, kOn, kOff };
+// "auto", "on", "off" (the topology's `tls` field, `postal proc --tls`).
+std::string_view to_string(TlsMode mode);
+// The inverse of to_string; InvalidArgument naming the three values otherwise.
+absl::StatusOr<TlsMode> parse_tls_mode(std::string_view text);
 
 struct ChannelOptions {
   // nats:// channels: the NATS server (nats://host:port) this side's tunnels connect to when it
@@ -147,6 +156,13 @@ struct ChannelOptions {
   // server's proof first, and never falls back to an unauthenticated handshake. Without a key
   // both ends behave as before (unauthenticated) and log that once.
   std::shared_ptr<const ChannelKey> key;
+  // R-SEC-1 (docs/security.md, docs/wire.md §2.1): TLS 1.3 on tcp:// channels, keyed from `key`
+  // (a PSK derived from it: no certificates). kAuto: a client with a key uses TLS to a peer off
+  // loopback; a server with a key requires it from peers off loopback and accepts both on
+  // loopback. kOn: TLS on every tcp connection, loopback included (a server then refuses
+  // plaintext); it needs a key (dial and serve fail without one). kOff: never (a server closes a
+  // TLS ClientHello). ipc:// and nats:// channels never use it (nats_tls is TLS to NATS).
+  TlsMode tls = TlsMode::kAuto;
   // R-SEC-1: the uids a server accepts on a unix socket (ipc://, checked with SO_PEERCRED on
   // accept, since an abstract socket has no file mode); empty: the server's own effective uid.
   std::vector<uint32_t> allowed_uids;

@@ -102,6 +102,11 @@ class ChannelServer {
     // R-FLOW-2, credit (docs/wire.md §10.1): CREDIT `paused` and `open` entries sent.
     uint64_t credit_pauses = 0;
     uint64_t credit_opens = 0;
+    // R-SEC-1, TLS on tcp: connections closed for TLS (a failed handshake — a peer without the
+    // key —, a record that failed its integrity check, an alert, a ClientHello to a server
+    // without TLS), and plaintext HELLOs refused where TLS is required (REJECT auth_required).
+    uint64_t tls_failed = 0;
+    uint64_t refused_plaintext = 0;
   };
   // Any thread; each field is read on its own (not one snapshot).
   virtual Stats stats() const { return {}; }

@@ -145,6 +145,10 @@ struct TopologySpec {
   // every nats:// channel of the topology — the host's and every launched proc's (as
   // --nats-tls-ca …) — talks TLS to its NATS server (ChannelOptions::nats_tls). Paths as written.
   NatsTls nats_tls;
+  // `tls = "auto" | "on" | "off"` (R-SEC-1): TLS 1.3 on the topology's tcp:// channels — the
+  // host's and every launched proc's (as --tls) — ChannelOptions::tls; absent: auto (TLS off
+  // loopback). "on" also encrypts loopback; "off" never does (trusted networks only).
+  std::optional<TlsMode> tls;
   std::vector<GatewaySpec> gateways;
   std::vector<ProcSpec> procs;  // At least one.
   std::vector<ActorSpec> actors;

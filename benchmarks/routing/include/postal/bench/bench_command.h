@@ -26,6 +26,7 @@ struct BenchOptions {
   int workers = 1;  // worker threads per proc (and CAF scheduler threads)
   bool verbose = false;    // print the host's bring-up lines
   bool no_auth = false;    // run the topologies unauthenticated (R-SEC-1's cost, measured beside)
+  bool tls = false;        // R-SEC-1: TLS on every tcp channel, loopback included (its cost)
   uint64_t window = 4096;  // stream drivers' window (routing::kDefaultWindow)
 };
 
