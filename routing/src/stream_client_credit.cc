@@ -8,6 +8,7 @@
 // io_mu_.
 #include "absl/strings/str_cat.h"
 #include "credit_frame.h"
+#include "session_credit.h"
 #include "postal/wire/absl_compat.h"
 #include "stream_client.h"
 
@@ -16,12 +17,6 @@ namespace postal::routing::internal {
 using runtime::DeliveryFailure;
 using runtime::EnvelopePtr;
 using runtime::MessageEnvelope;
-
-namespace {
-// Destination actors one connection may hold back at once (the server pauses at most as many,
-// stream_server_core.h's kMaxPausedPerSession).
-constexpr size_t kMaxPaused = 4096;
-}  // namespace
 
 void StreamClientCore::on_credit(uint64_t gen, std::string_view body) {
   if (link_ != Link::kUp || (limits_.features & v2::kFeatureCredit) == 0) {
@@ -34,9 +29,9 @@ void StreamClientCore::on_credit(uint64_t gen, std::string_view body) {
   bool opened = false;
   for (const v2::CreditEntry& e : credit->entries) {
     if (e.state == v2::CreditState::kPaused) {
-      // Bounded (kMaxPaused): past it a destination simply stays open,
-      // and the server refuses its overflow one by one.
-      if (paused_.size() < kMaxPaused) paused_.try_emplace(e.actor, Paused{{}, absl::Now()});
+      // Bounded like the server's side: past it a destination stays open, and the server
+      // refuses its overflow one by one.
+      if (paused_.size() < SessionCredit::kMaxPaused) paused_.try_emplace(e.actor, Paused{{}, absl::Now()});
       continue;
     }
     auto it = paused_.find(e.actor);

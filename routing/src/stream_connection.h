@@ -418,7 +418,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     welcome.features = session->features;
     welcome.transfers = session->progress();  // §9.5: where each transfer resumes
     v2::append(out_, welcome);
-    if (!created) repeat_pauses();  // §10.1: a CREDIT may have been lost with the connection
+    if (!created) session_->credit.repeat(out_);  // §10.1 rule 58
     flush();
     return true;
   }
@@ -439,40 +439,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The proc returned `env` at once (it is about to go back to its sender): when a full mailbox
   // of this proc refused it, the session pauses the actor until the mailbox has room again.
   void note_refusal(const runtime::MessageEnvelope& env) {
-    if (session_ == nullptr || env.delivery_failures().empty()) return;
-    const runtime::DeliveryFailure& f = env.delivery_failures().back();
-    if (f.transport != runtime::TransportReason::kOverloaded ||
-        (f.bound != runtime::OverloadBound::kMailboxMessages &&
-         f.bound != runtime::OverloadBound::kMailboxBytes) ||
-        env.dest().id.port.kind() != runtime::Port::Kind::kHandler) {
-      return;
-    }
-    const runtime::ActorId& actor = env.dest().id.actor;
-    if (session_->paused.contains(actor) || session_->paused.size() >= kMaxPausedPerSession) return;
-    if (!core_->deliver_to_.notify_on_room(actor, core_->room_waker(session_id_, actor))) return;
-    session_->paused.insert(actor);
+    if (session_ == nullptr) return;
+    const std::optional<runtime::ActorId> actor = SessionCredit::refused_by_full_mailbox(env);
+    if (!actor || !session_->credit.may_pause(*actor)) return;
+    if (!core_->deliver_to_.notify_on_room(*actor, core_->room_waker(session_id_, *actor))) return;
     core_->credit_pauses_.fetch_add(1, std::memory_order_relaxed);
-    v2::append(out_, v2::Credit{{{v2::CreditState::kPaused, actor}}});  // goes with the ACK
-  }
-
-  // A resumed session: the client kept its pauses, but one sent on the lost connection may not
-  // have reached it, nor may an open (ServerCore::room_again): both are said again (entries are
-  // absolute, so repeating them is harmless).
-  void repeat_pauses() {
-    v2::Credit c;
-    auto add = [&](v2::CreditState state, const runtime::ActorId& actor) {
-      c.entries.push_back({state, actor});
-      if (c.entries.size() == v2::kMaxCreditEntries) {
-        v2::append(out_, c);
-        c.entries.clear();
-      }
-    };
-    for (const runtime::ActorId& actor : session_->paused) add(v2::CreditState::kPaused, actor);
-    for (const runtime::ActorId& actor : session_->unsent_opens) {
-      add(v2::CreditState::kOpen, actor);
-    }
-    session_->unsent_opens.clear();
-    if (!c.entries.empty()) v2::append(out_, c);
+    session_->credit.pause(*actor, out_);  // goes with the batch's ACK
   }
 
  public:

@@ -290,12 +290,12 @@ std::function<void()> ServerCore::room_waker(uint64_t session, const runtime::Ac
 
 void ServerCore::room_again(uint64_t session, const runtime::ActorId& actor) {
   auto it = sessions_.find(session);
-  if (it == sessions_.end() || it->second->paused.erase(actor) == 0) return;
+  if (it == sessions_.end() || !it->second->credit.open(actor)) return;
   credit_opens_.fetch_add(1, std::memory_order_relaxed);
   if (Connection* owner = it->second->owner) {
     owner->send_open(actor);
   } else {
-    it->second->unsent_opens.push_back(actor);  // told after the next WELCOME (repeat_pauses)
+    it->second->credit.open_later(actor);  // said after the next WELCOME
   }
 }
 

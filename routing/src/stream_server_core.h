@@ -32,14 +32,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "channel_auth.h"
-#include "credit_frame.h"
 #include "connection_wire.h"
+#include "credit_frame.h"
 #include "envelope_codec.h"
 #include "frames_v2.h"
 #include "payload_stream.h"
 #include "postal/routing/channel_key.h"
 #include "postal/runtime/log_rate_limit.h"
 #include "postal/wire/absl_compat.h"
+#include "session_credit.h"
 #include "socket_util.h"
 #include "transports.h"
 
@@ -68,10 +69,6 @@ constexpr auto kRejectLinger = std::chrono::seconds(5);
 constexpr auto kStopLinger = std::chrono::seconds(2);
 
 class Connection;
-
-// §10.1: actors one session may have paused at once; past it a full mailbox refuses envelopes
-// one by one (R-FLOW-2's fail-back), as without the feature.
-constexpr size_t kMaxPausedPerSession = 4096;
 
 // A client that went away (closed, reset, or gone mid-write) is routine, not worth a log line.
 inline bool hung_up(const boost::system::error_code& ec) {
@@ -140,11 +137,7 @@ struct Session {
   std::optional<v2::EnvelopeDecoder> decoder;      // the session dictionary's receiving half (§7)
   std::map<uint64_t, Transfer> transfers;          // incomplete, by seq (≤ max_transfers)
   uint32_t features = 0;  // enabled at its creation (§15): the HELLO's offer ∩ this server's
-  // §10.1: destination actors this session's client holds back (their mailbox is full here).
-  absl::flat_hash_set<runtime::ActorId> paused;
-  // Paused actors that got room while the session had no connection: their CREDIT `open` goes
-  // right after the next WELCOME (at most one per paused actor).
-  std::vector<runtime::ActorId> unsent_opens;
+  SessionCredit credit;  // §10.1: the actors its client holds back
   // What the session's transfers progress lists (§8 rule 20, §9.5): every incomplete one.
   std::vector<v2::TransferProgress> progress() const {
     std::vector<v2::TransferProgress> out;
