@@ -45,10 +45,12 @@ Session::Session(Mq9Bridge::Core& core, tcp::socket socket, uint64_t id)
       close_timer_(core.io),
       parser_(NatsParserLimits{core.options.max_control_line, core.options.max_payload}) {}
 
-Session::~Session() {  // counted up by Core::accept
-  absl::MutexLock lock(&core_.sessions_mu);
-  --core_.live_sessions;
+Session::LiveCount::~LiveCount() {  // counted up by Core::accept
+  absl::MutexLock lock(&core.sessions_mu);
+  --core.live_sessions;
 }
+
+Session::~Session() = default;
 
 void Session::start() {
   const int fd = socket_.native_handle();

@@ -73,6 +73,14 @@ class Session : public std::enable_shared_from_this<Session> {
   void teardown();
 
   Mq9Bridge::Core& core_;
+  // Counts the session in Core::live_sessions until every member below is gone: declared first,
+  // it is destroyed last. The bridge's destructor destroys `io` once the count is 0, and the
+  // socket and timers below must die before `io` does — a count dropped in ~Session's body let
+  // the last owner (a publish's continuation on the store's thread) destroy them after it.
+  struct LiveCount {
+    Mq9Bridge::Core& core;
+    ~LiveCount();
+  } live_{core_};
   const uint64_t id_;
   boost::asio::ip::tcp::socket socket_;
   boost::asio::strand<boost::asio::thread_pool::executor_type> strand_;
