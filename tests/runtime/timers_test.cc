@@ -71,7 +71,7 @@ TEST(Timers, R_SUP_3_WithAThreadTheyFireWithoutAnyoneAsking) {
 
 // A timer due after the thread's nap ends does not wake it (a request's timeout is set and
 // cancelled on every request); it fires all the same when the nap ends and the thread looks.
-TEST(Timers, R_SUP_3_ATimerBehindTheNapFiresWithoutWakingTheThread) {
+TEST(Timers, R_SUP_3_ATimerDueAfterTheThreadsNapStillFiresWhenTheNapEnds) {
   Timers timers(nullptr, /*threaded=*/true);
   absl::Notification first, behind;
   timers.schedule(absl::Now() + absl::Milliseconds(1), [&] { first.Notify(); });
