@@ -19,7 +19,7 @@ uint64_t Timers::schedule(absl::Time due, std::function<void()> fn, absl::Durati
   auto [it, inserted] =
       queue_.emplace(Key{due, id}, Entry{std::move(fn), std::max(period, absl::ZeroDuration())});
   due_of_.emplace(id, due);
-  if (it == queue_.begin()) earlier_ = true;  // the thread naps until the old front
+  if (it == queue_.begin() && due < nap_until_) earlier_ = true;  // it naps past `due`
   if (threaded_ && !thread_.joinable()) thread_ = std::thread([this] {
     name_this_thread("postal-timers");
     NoBlockScope no_block;  // R-FLOW-1: a timer thread never waits for a full mailbox
@@ -97,9 +97,14 @@ void Timers::run() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopped_ || earlier_ || (!queue_.empty() && queue_.begin()->first.first <= clock_());
       };
+      const absl::Time now = clock_();
       absl::Duration nap = kMaxNap;
-      if (!queue_.empty()) nap = std::min(nap, queue_.begin()->first.first - clock_());
-      if (!ready()) mu_.AwaitWithTimeout(absl::Condition(&ready), nap);
+      if (!queue_.empty()) nap = std::min(nap, queue_.begin()->first.first - now);
+      if (!ready()) {
+        nap_until_ = now + nap;
+        mu_.AwaitWithTimeout(absl::Condition(&ready), nap);
+        nap_until_ = absl::InfinitePast();
+      }
       if (stopped_) return;
       earlier_ = false;
     }

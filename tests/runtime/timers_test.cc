@@ -69,5 +69,17 @@ TEST(Timers, R_SUP_3_WithAThreadTheyFireWithoutAnyoneAsking) {
   EXPECT_EQ(timers.schedule(absl::Now(), [] {}), 0u);  // stopped: refused
 }
 
+// A timer due after the thread's nap ends does not wake it (a request's timeout is set and
+// cancelled on every request); it fires all the same when the nap ends and the thread looks.
+TEST(Timers, R_SUP_3_ATimerDueAfterTheThreadsNapStillFiresWhenTheNapEnds) {
+  Timers timers(nullptr, /*threaded=*/true);
+  absl::Notification first, behind;
+  timers.schedule(absl::Now() + absl::Milliseconds(1), [&] { first.Notify(); });
+  ASSERT_TRUE(first.WaitForNotificationWithTimeout(absl::Seconds(10)));  // the thread runs
+  // The queue is empty: the thread naps Timers::kMaxNap; this one is due after that.
+  timers.schedule(absl::Now() + Timers::kMaxNap + absl::Milliseconds(50), [&] { behind.Notify(); });
+  EXPECT_TRUE(behind.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
 }  // namespace
 }  // namespace postal::runtime

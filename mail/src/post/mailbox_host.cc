@@ -162,8 +162,10 @@ absl::Status MailboxHost::handle(actors::Context& cx, MailPost m) {
     return absl::OkStatus();
   }
   auto answers = std::make_shared<PostAnswers>(n, std::move(m.reply_to), core_->late_replies());
+  // A batch's posts mostly go to one mailbox: its address is parsed once per run of equal ones.
+  absl::StatusOr<MailAddress> to = absl::UnknownError("no address parsed yet");
   for (size_t i = 0; i < n; ++i) {
-    absl::StatusOr<MailAddress> to = mem_address(m.addresses[i]);
+    if (i == 0 || m.addresses[i] != m.addresses[i - 1]) to = mem_address(m.addresses[i]);
     if (!to.ok()) {
       answers->set(i, to.status());
       continue;

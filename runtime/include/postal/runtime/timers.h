@@ -70,6 +70,10 @@ class Timers {
   bool firing_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool earlier_ ABSL_GUARDED_BY(mu_) = false;  // a timer went ahead of the one the thread naps for
+  // When the thread's nap ends (its clock); InfinitePast while it does not nap. A timer due at or
+  // after it needs no wake-up: a request's timeout, set and cancelled per request, would
+  // otherwise wake the thread on every request.
+  absl::Time nap_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::thread thread_;
 };
 
