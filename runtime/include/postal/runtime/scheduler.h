@@ -10,11 +10,9 @@
 // workers steal. Runnables from other threads go to a shared inject queue.
 //
 // Idle strategy: a worker with no work spins for `spin` (yielding to its own ready fibers) and
-// then sleeps on a fiber condition variable. The spin adapts: when work came back within 250 µs
-// of the worker going idle last time, the next spin lasts up to 250 µs (ending when work shows),
-// so a steady request/reply partner finds the worker awake. Waking a sleeping worker costs a
-// thread wake-up (~28 µs on 2-vCPU machines); `stats()` counts sleeps and wake-ups so benchmarks
-// can say whether the receiver was asleep. `SchedulerOptions::low_power()` never spins.
+// then sleeps on a fiber condition variable. Waking a sleeping worker costs a thread wake-up
+// (~28 µs on 2-vCPU machines); `stats()` counts sleeps and wake-ups so benchmarks can say whether
+// the receiver was asleep. `SchedulerOptions::low_power()` never spins.
 //
 // Blocking: a handler that waits (a reply, a deadline) waits on its fiber inside a
 // `BlockingScope`; the worker starts another runner fiber so the thread keeps running other
