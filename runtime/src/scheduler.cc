@@ -54,9 +54,6 @@ class RunnerStack {
 constexpr int kMaxLifoStreak = 32;
 // A sleeping worker re-checks for work at least this often, whatever happened to a wake-up.
 constexpr auto kSleepCap = std::chrono::milliseconds(20);
-// The longest an idle worker spins when its last idle gap was at most this long (the adaptive
-// spin, see Worker::idle).
-constexpr auto kMaxAdaptiveSpin = std::chrono::microseconds(250);
 
 }  // namespace
 
@@ -189,20 +186,13 @@ class Worker {
     return false;
   }
 
-  // Spins, then sleeps until there is work. The spin adapts to the last idle gap: when work came
-  // back within kMaxAdaptiveSpin, the next spin lasts up to that long (it ends as soon as work
-  // shows), else it falls back to `spin`. A request/reply partner that answers every ~100 µs —
-  // a MailboxHost serving one synchronous publisher across procs — then finds the worker awake
-  // instead of paying a thread wake-up per message (decisions.md); a worker whose work comes
-  // rarely spins only `spin` before sleeping. `spin` = 0 (low_power) never spins.
   void idle() {
     internal::run_deferred_flushes();  // nothing deferred waits on an idle worker
     const auto spin = absl::ToChronoNanoseconds(sched_.options_.spin);
-    const auto began = std::chrono::steady_clock::now();
     if (spin.count() > 0) {
-      const auto deadline = began + std::max<std::chrono::nanoseconds>(spin, adaptive_spin_);
+      const auto deadline = std::chrono::steady_clock::now() + spin;
       for (int i = 1;; ++i) {
-        if (has_work()) return learn_gap(began, spin);
+        if (has_work()) return;
         spin_pause();
         if ((i & 15) == 0) {
           boost::this_fiber::yield();  // let resumed waiters on this thread run
@@ -223,19 +213,12 @@ class Worker {
     }
     sched_.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
     sleeping_.store(false, std::memory_order_seq_cst);
-    if (spin.count() > 0) learn_gap(began, spin);
-  }
-
-  void learn_gap(std::chrono::steady_clock::time_point began, std::chrono::nanoseconds spin) {
-    const auto gap = std::chrono::steady_clock::now() - began;
-    adaptive_spin_ = gap <= kMaxAdaptiveSpin ? std::chrono::nanoseconds(kMaxAdaptiveSpin) : spin;
   }
 
   int index_;
   std::thread thread_;
   Schedulable* lifo_ = nullptr;
   int lifo_streak_ = 0;
-  std::chrono::nanoseconds adaptive_spin_{0};  // the next idle spin, at least `spin` (idle())
   uint32_t tick_ = 0;
   RunQueue local_;
 
