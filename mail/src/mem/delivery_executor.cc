@@ -59,7 +59,20 @@ void DeliveryExecutor::worker(std::shared_ptr<State> state) {
     std::move(task)();
     task = nullptr;  // destroy captures unlocked
     state->mu.Lock();
-    if (strand->tasks.empty() || state->stopping) {
+    if (state->stopping) {
+      // shutdown() drops the queued tasks of the strands it finds ready; this one was running,
+      // so its queue is dropped here. Kept, its tasks (which may own what owns the strand)
+      // would keep each other alive past the executor.
+      std::deque<Task> left = std::move(strand->tasks);
+      strand->tasks.clear();
+      strand->scheduled = false;
+      state->mu.Unlock();
+      left.clear();  // destroy captures unlocked
+      strand.reset();
+      state->mu.Lock();
+      continue;
+    }
+    if (strand->tasks.empty()) {
       strand->scheduled = false;
     } else {
       state->ready.push_back(std::move(strand));  // round-robin between strands

@@ -5,7 +5,8 @@
 // to `max_threads`; past that, ready strands wait their turn. A callback that blocks holds one
 // thread, so other subscriptions keep flowing on the others.
 //
-// `shutdown()` stops accepting work, drops queued tasks without running them, and joins the
+// `shutdown()` stops accepting work, drops queued tasks without running them (a strand's that is
+// running when it stops: once its running task returns), and joins the
 // threads — except the calling thread, when shutdown runs on one of them (it is detached and
 // exits after its task). Each thread holds the shared state, so nothing dangles.
 #pragma once
