@@ -186,13 +186,18 @@ class Worker {
     return false;
   }
 
+  // Spins, then sleeps until there is work. The spin lasts `spin`, or up to the server spin
+  // when that is on and the last idle gap was within it (scheduler.h); it ends as soon as work
+  // shows. `spin` = 0 (low_power) never spins.
   void idle() {
     internal::run_deferred_flushes();  // nothing deferred waits on an idle worker
-    const auto spin = absl::ToChronoNanoseconds(sched_.options_.spin);
+    const bool learns = sched_.server_spin_ns_.load(std::memory_order_relaxed) > 0;
+    const std::chrono::nanoseconds spin = sched_.idle_spin_after(last_gap_);
+    const auto began = std::chrono::steady_clock::now();
     if (spin.count() > 0) {
-      const auto deadline = std::chrono::steady_clock::now() + spin;
+      const auto deadline = began + spin;
       for (int i = 1;; ++i) {
-        if (has_work()) return;
+        if (has_work()) return learn_gap(began, learns);
         spin_pause();
         if ((i & 15) == 0) {
           boost::this_fiber::yield();  // let resumed waiters on this thread run
@@ -213,12 +218,20 @@ class Worker {
     }
     sched_.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
     sleeping_.store(false, std::memory_order_seq_cst);
+    learn_gap(began, learns);
+  }
+
+  // Only with the server spin on: the clock is read once per idle otherwise.
+  void learn_gap(std::chrono::steady_clock::time_point began, bool learns) {
+    if (learns) last_gap_ = std::chrono::steady_clock::now() - began;
   }
 
   int index_;
   std::thread thread_;
   Schedulable* lifo_ = nullptr;
   int lifo_streak_ = 0;
+  // The last idle gap (idle(), with the server spin on); "long ago" until one is measured.
+  std::chrono::nanoseconds last_gap_ = std::chrono::nanoseconds::max();
   uint32_t tick_ = 0;
   RunQueue local_;
 
@@ -240,7 +253,8 @@ class Worker {
 
 thread_local Worker* Worker::current = nullptr;
 
-Scheduler::Scheduler(SchedulerOptions options) : options_(options) {
+Scheduler::Scheduler(SchedulerOptions options)
+    : options_(options), server_spin_ns_(absl::ToInt64Nanoseconds(options.server_spin)) {
   if (options_.manual) {
     options_.workers = 0;
     return;
@@ -332,6 +346,21 @@ bool Scheduler::on_worker_thread() const {
 
 Scheduler* Scheduler::current() {
   return Worker::current != nullptr ? &Worker::current->sched_ : nullptr;
+}
+
+std::chrono::nanoseconds Scheduler::idle_spin_after(std::chrono::nanoseconds last_gap) const {
+  const std::chrono::nanoseconds spin = absl::ToChronoNanoseconds(options_.spin);
+  const std::chrono::nanoseconds server(server_spin_ns_.load(std::memory_order_relaxed));
+  if (spin.count() <= 0) return std::chrono::nanoseconds(0);  // low_power never spins
+  return server.count() > 0 && last_gap <= server ? std::max(server, spin) : spin;
+}
+
+void Scheduler::raise_server_spin(absl::Duration spin) {
+  const int64_t want = absl::ToInt64Nanoseconds(spin);
+  int64_t have = server_spin_ns_.load(std::memory_order_relaxed);
+  while (have < want &&
+         !server_spin_ns_.compare_exchange_weak(have, want, std::memory_order_relaxed)) {
+  }
 }
 
 SchedulerStats Scheduler::stats() const {

@@ -355,6 +355,34 @@ TEST(SchedulerThreads, R_ACT_2_AWaitingHandlerDoesNotBlockItsWorker) {
   sched.stop();
 }
 
+// The server spin (scheduler.h): a worker whose last idle gap was within it spins that long the
+// next time, so a request that follows its predecessor's answer that soon finds it awake; a
+// longer gap, or the spin off, falls back to the plain spin; low_power never spins. (What it buys
+// end to end is measured in mail_publish_bench, docs/benchmarks.md: a timed test of thread
+// wake-ups would depend on the machine's load.)
+TEST(SchedulerThreads, TheServerSpinIsUsedOnlyAfterAnIdleGapWithinIt) {
+  using std::chrono::microseconds;
+  SchedulerOptions options;
+  options.workers = 1;
+  options.spin = absl::Microseconds(5);
+  Scheduler sched(options);
+  EXPECT_EQ(sched.idle_spin_after(microseconds(100)), microseconds(5));  // off by default
+
+  sched.raise_server_spin(absl::Microseconds(250));
+  sched.raise_server_spin(absl::Microseconds(1));  // raising never lowers it
+  EXPECT_EQ(sched.server_spin(), absl::Microseconds(250));
+  EXPECT_EQ(sched.idle_spin_after(microseconds(100)), microseconds(250));
+  EXPECT_EQ(sched.idle_spin_after(microseconds(250)), microseconds(250));
+  EXPECT_EQ(sched.idle_spin_after(microseconds(251)), microseconds(5));
+  EXPECT_EQ(sched.idle_spin_after(std::chrono::nanoseconds::max()), microseconds(5));
+
+  SchedulerOptions low = SchedulerOptions::low_power();
+  low.server_spin = absl::Microseconds(250);
+  Scheduler quiet(low);
+  EXPECT_EQ(quiet.server_spin(), absl::Microseconds(250));
+  EXPECT_EQ(quiet.idle_spin_after(microseconds(100)), microseconds(0));
+}
+
 TEST(SchedulerThreads, StopIsIdempotentAndJoinsWorkers) {
   SchedulerOptions options;
   options.workers = 2;

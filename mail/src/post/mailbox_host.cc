@@ -119,7 +119,12 @@ absl::StatusOr<std::unique_ptr<MailboxHost>> MailboxHost::create(const actors::S
   }
   if (auto ms = int_param(p, "lease_sweep_ms")) o.lease_sweep_interval = absl::Milliseconds(*ms);
   if (absl::Status s = open_retained(p, o); !s.ok()) return s;
-  return std::make_unique<MailboxHost>(std::move(o));
+  auto host = std::make_unique<MailboxHost>(std::move(o));
+  if (auto us = int_param(p, "server_spin_us")) {
+    if (*us < 0 || *us > 10'000) return absl::InvalidArgumentError("server_spin_us must be 0..10000");
+    host->server_spin_ = absl::Microseconds(*us);
+  }
+  return host;
 }
 
 absl::Status MailboxHost::init(actors::Context& cx) {
@@ -132,6 +137,7 @@ absl::Status MailboxHost::init(actors::Context& cx) {
       runtime::Client::attach(cx.proc(), absl::StrCat("mail-pusher-", next_pusher.fetch_add(1)));
   if (!pusher.ok()) return pusher.status();
   core_ = std::make_shared<HostCore>(*std::move(provider), *std::move(pusher));
+  cx.proc().scheduler().raise_server_spin(server_spin_);
   return absl::OkStatus();
 }
 

@@ -16,6 +16,9 @@
 //   retry_base_delay_ms    M-RETRY-2 (default 100)
 //   dead_letter            M-DLQ-1: true enables dead letters with the default suffix "_dlq"
 //   lease_sweep_ms         M-ACK-3 opt-in lease sweeper period (default 0: none)
+//   server_spin_us         the server spin the host asks of its proc's scheduler (scheduler.h;
+//                          default 250, 0: none): a request that follows its predecessor's
+//                          answer within it finds the worker awake (decisions.md, "Server spin")
 //
 // Subscribers on other procs. Each push is a request to the subscriber's MailPush port; the
 // subscriber's callback result settles it. A push that comes back undeliverable (the
@@ -75,7 +78,9 @@ class MailboxHost final
   absl::Status handle(actors::Context& cx, MailAdminCall m) override;
 
  private:
+  static constexpr absl::Duration kDefaultServerSpin = absl::Microseconds(250);
   MemOptions options_;
+  absl::Duration server_spin_ = kDefaultServerSpin;
   std::shared_ptr<post_internal::HostCore> core_;
 };
 

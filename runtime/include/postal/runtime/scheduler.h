@@ -14,6 +14,14 @@
 // (~28 µs on 2-vCPU machines); `stats()` counts sleeps and wake-ups so benchmarks can say whether
 // the receiver was asleep. `SchedulerOptions::low_power()` never spins.
 //
+// Server spin (`server_spin`, off by default; `raise_server_spin` turns it on for a running
+// scheduler): a worker whose last idle gap — from going idle to finding work — was at most
+// `server_spin` spins up to that long the next time, instead of `spin`. A proc that serves
+// requests one by one from another proc (a MailboxHost and a synchronous publisher) then finds
+// its next request awake rather than paying a thread wake-up per request. Off by default because
+// it costs a core while the gaps stay short, and two such spinners on two vCPUs hold the cores the
+// I/O threads need (decisions.md, "Server spin").
+//
 // Blocking: a handler that waits (a reply, a deadline) waits on its fiber inside a
 // `BlockingScope`; the worker starts another runner fiber so the thread keeps running other
 // actors, and retires the extra runner once the waiter resumes.
@@ -25,6 +33,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -48,6 +57,7 @@ class Schedulable {
 struct SchedulerOptions {
   int workers = 0;                          // 0: one per hardware thread
   absl::Duration spin = absl::Microseconds(50);  // idle spin before sleeping
+  absl::Duration server_spin = absl::ZeroDuration();  // see "Server spin" above; 0: off
   size_t budget = 64;                       // messages per slice before yielding the worker
   bool manual = false;                      // deterministic test mode (no threads)
 
@@ -107,6 +117,15 @@ class Scheduler {
   int worker_count() const { return static_cast<int>(workers_.size()); }
   const SchedulerOptions& options() const { return options_; }
   SchedulerStats stats() const;
+  // Raises the server spin to at least `spin` (never lowers it); takes effect at the workers'
+  // next idle. Thread-safe. An actor that serves requests asks for it on its proc (MailboxHost).
+  void raise_server_spin(absl::Duration spin);
+  absl::Duration server_spin() const {
+    return absl::Nanoseconds(server_spin_ns_.load(std::memory_order_relaxed));
+  }
+  // How long an idle worker spins before sleeping when its last idle gap was `last_gap`: the
+  // server spin when that is on and the gap was within it, else `spin` (0 with low_power).
+  std::chrono::nanoseconds idle_spin_after(std::chrono::nanoseconds last_gap) const;
 
   // True on a worker thread of this scheduler.
   bool on_worker_thread() const;
@@ -144,6 +163,7 @@ class Scheduler {
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<int> sleepers_{0};
+  std::atomic<int64_t> server_spin_ns_{0};
 
   absl::Mutex inject_mu_;
   std::deque<Schedulable*> inject_ ABSL_GUARDED_BY(inject_mu_);
