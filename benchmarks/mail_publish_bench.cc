@@ -24,11 +24,15 @@
 // before every ack). JetStream in nats-server 2.9 cannot fsync per ack, so `disk` is compared with
 // its default store: postal promises more there, and is measured against it anyway.
 //
+// POSTAL_BENCH_SERVER_SPIN_US, when set, is the hosts' `server_spin_us` spawn parameter (the
+// MailboxHost's default is 250; 0 turns the server spin off), for A/B runs of it.
+//
 // Needs nats-server (Debian `nats-server`) and the `postal` binary (POSTAL_BINARY, built with it).
 // docs/benchmarks.md, "Durable publish", has the command and the results.
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -347,6 +351,7 @@ absl::Status start_host(World& w) {
   routing::TopologySpec spec;
   spec.name = absl::StrCat("mail-publish-bench-", ::getpid());
   spec.on_proc_exit = routing::OnProcExit::kIgnore;
+  const char* spin = std::getenv("POSTAL_BENCH_SERVER_SPIN_US");
   for (const char* tier : {"os", "disk"}) {
     auto listen = runtime::ChannelAddr::parse(absl::StrCat("ipc://", w.dir, "/", tier, ".sock"));
     if (!listen.ok()) return listen.status();
@@ -356,6 +361,7 @@ absl::Status start_host(World& w) {
          std::string(kMailboxHostName),
          std::string(kMailboxHostType),
          {{"store", absl::StrCat(w.dir, "/", tier, ".db")}, {"durability", std::string(tier)}}});
+    if (spin != nullptr) spec.actors.back().params.emplace("server_spin_us", std::string(spin));
   }
   routing::HostOptions o;
   o.postal_binary = POSTAL_BINARY;
