@@ -399,13 +399,14 @@ thread_local internal::Memo<std::shared_ptr<const void>, std::string> rendered_l
 thread_local internal::Memo<std::string, Location> parsed_locations;
 }  // namespace
 
-std::string Location::cereal_text() const {
-  if (rep_ == nullptr) return to_string();
+std::string_view Location::cereal_text() const {
+  if (rep_ == nullptr) {
+    static const std::string* const kDefault = new std::string(Location().to_string());
+    return *kDefault;
+  }
   const std::shared_ptr<const void> key = rep_;
   if (const std::string* text = rendered_locations.find(key)) return *text;
-  std::string text = to_string();
-  rendered_locations.put(key, text);
-  return text;
+  return rendered_locations.put(key, to_string());
 }
 
 Location Location::from_cereal_text(std::string_view text) {

@@ -24,13 +24,15 @@ class Memo {
     }
     return nullptr;
   }
+  // Returns the stored copy (valid until this memo's N-th next put).
   template <class K>
-  void put(const K& key, const Value& value) {
+  const Value& put(const K& key, const Value& value) {
     Entry& e = entries_[next_];
     next_ = (next_ + 1) % N;
     e.key = Key(key);
     e.value = value;
     e.used = true;
+    return e.value;
   }
 
  private:

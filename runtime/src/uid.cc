@@ -149,12 +149,10 @@ thread_local internal::Memo<UidTextKey, std::string> rendered_uids;
 thread_local internal::Memo<std::string, Uid> parsed_uids;
 }  // namespace
 
-std::string Uid::cereal_text() const {
+std::string_view Uid::cereal_text() const {
   const UidTextKey key{number_, label_, singleton_};
   if (const std::string* text = rendered_uids.find(key)) return *text;
-  std::string text = to_string();
-  rendered_uids.put(key, text);
-  return text;
+  return rendered_uids.put(key, to_string());
 }
 
 Uid Uid::from_cereal_text(std::string_view text) {

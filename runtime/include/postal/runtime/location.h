@@ -49,6 +49,7 @@
 
 #include "absl/status/statusor.h"
 #include "postal/runtime/uid.h"
+#include "postal/wire/text_field.h"
 
 namespace postal::runtime {
 
@@ -156,18 +157,20 @@ class Location {
     return H::combine(std::move(h), location.vias(), location.channel());
   }
 
-  // cereal: stored as the text form; `load_minimal` throws `cereal::Exception` on invalid text.
+  // cereal: stored as the text form (wire/text_field.h: the bytes of a std::string, written from
+  // and read into views); `load` throws `cereal::Exception` on invalid text.
   template <class Archive>
-  std::string save_minimal(const Archive&) const {
-    return cereal_text();
+  void save(Archive& ar) const {
+    wire::save_text(ar, cereal_text());
   }
   template <class Archive>
-  void load_minimal(const Archive&, const std::string& text) {
-    *this = from_cereal_text(text);
+  void load(Archive& ar) {
+    *this = from_cereal_text(wire::load_text(ar));
   }
-  // to_string and parse for cereal, memoized per thread (runtime/src/text_memo.h); the parse
+  // to_string and parse for cereal, memoized per thread (runtime/src/text_memo.h); the text is
+  // the memo's (or a constant), valid until this thread renders a few other locations. The parse
   // throws cereal::Exception.
-  std::string cereal_text() const;
+  std::string_view cereal_text() const;
   static Location from_cereal_text(std::string_view text);
 
  private:

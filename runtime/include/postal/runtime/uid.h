@@ -42,6 +42,7 @@
 
 #include "absl/status/statusor.h"
 #include "postal/runtime/label.h"
+#include "postal/wire/text_field.h"
 
 namespace postal::runtime {
 
@@ -90,19 +91,20 @@ class Uid {
     return os << uid.to_string();
   }
 
-  // cereal: a uid is stored as its text. `load_minimal` throws `cereal::Exception` when the text
-  // does not parse.
+  // cereal: a uid is stored as its text (wire/text_field.h: the bytes of a std::string, written
+  // from and read into views). `load` throws `cereal::Exception` when the text does not parse.
   template <class Archive>
-  std::string save_minimal(const Archive&) const {
-    return cereal_text();
+  void save(Archive& ar) const {
+    wire::save_text(ar, cereal_text());
   }
   template <class Archive>
-  void load_minimal(const Archive&, const std::string& text) {
-    *this = from_cereal_text(text);
+  void load(Archive& ar) {
+    *this = from_cereal_text(wire::load_text(ar));
   }
-  // to_string and parse for cereal, memoized per thread (runtime/src/text_memo.h); the parse
-  // throws cereal::Exception.
-  std::string cereal_text() const;
+  // to_string and parse for cereal, memoized per thread (runtime/src/text_memo.h); the text is
+  // the memo's, valid until this thread renders a few other uids. The parse throws
+  // cereal::Exception.
+  std::string_view cereal_text() const;
   static Uid from_cereal_text(std::string_view text);
 
  private:

@@ -83,6 +83,16 @@ class WireInputArchive
     }
   }
   size_t left() const { return in_.size() - at_; }
+  // The next `size` bytes, in place (valid while the input is); throws when fewer are left.
+  std::string_view take(size_t size) {
+    if (size > in_.size() - at_) {
+      throw cereal::Exception("truncated: " + std::to_string(size) + " bytes wanted, " +
+                              std::to_string(in_.size() - at_) + " left");
+    }
+    std::string_view out = in_.substr(at_, size);
+    at_ += size;
+    return out;
+  }
 
  private:
   std::string_view in_;
