@@ -1,5 +1,6 @@
 #include "postal/runtime/scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -104,6 +105,7 @@ class Worker {
   uint64_t slices() const { return slices_.load(std::memory_order_relaxed); }
   uint64_t steals() const { return steals_.load(std::memory_order_relaxed); }
   uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+  uint64_t server_spins() const { return server_spins_.load(std::memory_order_relaxed); }
   uint64_t runners_started() const { return runners_started_.load(std::memory_order_relaxed); }
 
   static thread_local Worker* current;
@@ -193,8 +195,13 @@ class Worker {
     internal::run_deferred_flushes();  // nothing deferred waits on an idle worker
     const bool learns = sched_.server_spin_ns_.load(std::memory_order_relaxed) > 0;
     const std::chrono::nanoseconds spin = sched_.idle_spin_after(last_gap_);
-    const auto began = std::chrono::steady_clock::now();
+    // The clock is read only for a spin's deadline or a gap to learn (low_power reads none).
+    const auto began = spin.count() > 0 || learns ? std::chrono::steady_clock::now()
+                                                  : std::chrono::steady_clock::time_point();
     if (spin.count() > 0) {
+      if (learns && spin > absl::ToChronoNanoseconds(sched_.options_.spin)) {
+        server_spins_.fetch_add(1, std::memory_order_relaxed);
+      }
       const auto deadline = began + spin;
       for (int i = 1;; ++i) {
         if (has_work()) return learn_gap(began, learns);
@@ -221,7 +228,7 @@ class Worker {
     learn_gap(began, learns);
   }
 
-  // Only with the server spin on: the clock is read once per idle otherwise.
+  // Only with the server spin on.
   void learn_gap(std::chrono::steady_clock::time_point began, bool learns) {
     if (learns) last_gap_ = std::chrono::steady_clock::now() - began;
   }
@@ -248,13 +255,16 @@ class Worker {
   std::atomic<uint64_t> slices_{0};
   std::atomic<uint64_t> steals_{0};
   std::atomic<uint64_t> sleeps_{0};
+  std::atomic<uint64_t> server_spins_{0};
   std::atomic<uint64_t> runners_started_{0};
 };
 
 thread_local Worker* Worker::current = nullptr;
 
 Scheduler::Scheduler(SchedulerOptions options)
-    : options_(options), server_spin_ns_(absl::ToInt64Nanoseconds(options.server_spin)) {
+    : options_(options),
+      server_spin_ns_(absl::ToInt64Nanoseconds(std::clamp(
+          options.server_spin, absl::ZeroDuration(), Scheduler::kMaxServerSpin))) {
   if (options_.manual) {
     options_.workers = 0;
     return;
@@ -356,7 +366,7 @@ std::chrono::nanoseconds Scheduler::idle_spin_after(std::chrono::nanoseconds las
 }
 
 void Scheduler::raise_server_spin(absl::Duration spin) {
-  const int64_t want = absl::ToInt64Nanoseconds(spin);
+  const int64_t want = absl::ToInt64Nanoseconds(std::min(spin, kMaxServerSpin));
   int64_t have = server_spin_ns_.load(std::memory_order_relaxed);
   while (have < want &&
          !server_spin_ns_.compare_exchange_weak(have, want, std::memory_order_relaxed)) {
@@ -369,6 +379,7 @@ SchedulerStats Scheduler::stats() const {
     s.slices += w->slices();
     s.steals += w->steals();
     s.sleeps += w->sleeps();
+    s.server_spins += w->server_spins();
     s.runners += w->runners_started();
   }
   s.wakeups = wakeups_.load(std::memory_order_relaxed);

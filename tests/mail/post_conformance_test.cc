@@ -46,6 +46,45 @@ INSTANTIATE_TEST_SUITE_P(Post, MailConformance, ::testing::Values(PostFactory())
 
 constexpr std::string_view kInbox = "post:orders@shop.test/inbox";
 
+// The server spin (decisions.md, "Server spin"): a host spawned by type asks its proc for 250 µs;
+// one constructed directly asks for none; a bad `server_spin_us` refuses the spawn before the
+// store is opened, so no file is made.
+TEST(PostProvider, AHostSpawnedByTypeAsksItsProcForTheServerSpin) {
+  register_mail_actors();
+  std::unique_ptr<routing::Node> node = start_node("spinhost");
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(actors::spawn_by_type(node->proc(), kMailboxHostType, "mailbox-host", {}).ok());
+  const absl::Time deadline = absl::Now() + kWait;  // init runs on the proc's worker
+  while (node->proc().scheduler().server_spin() != absl::Microseconds(250) &&
+         absl::Now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(node->proc().scheduler().server_spin(), absl::Microseconds(250));
+
+  std::shared_ptr<Rig> rig = make_rig({});  // constructed directly
+  ASSERT_NE(rig, nullptr);
+  PostOffice office;
+  ASSERT_TRUE(office.register_provider(*provider_on(rig)).ok());
+  ASSERT_TRUE(office.start().ok());
+  ASSERT_TRUE(office.post(kInbox, Letter::text("x")).ok());  // the host's init has run
+  EXPECT_EQ(rig->host_node->proc().scheduler().server_spin(), absl::ZeroDuration());
+}
+
+TEST(PostProvider, ABadServerSpinRefusesTheHostAndOpensNoStore) {
+  test_support::ScratchDir dir;
+  const std::string store = (dir.path() / "mail.db").string();
+  for (wire::HeaderValue bad : {wire::HeaderValue{int64_t{-1}}, wire::HeaderValue{int64_t{10001}},
+                                wire::HeaderValue{std::string("250us")}}) {
+    actors::SpawnParams params;
+    params.set_value("store", std::string(store));
+    params.set_value("server_spin_us", bad);
+    absl::StatusOr<std::unique_ptr<MailboxHost>> host = MailboxHost::create(params);
+    EXPECT_EQ(host.status().code(), absl::StatusCode::kInvalidArgument) << host.status();
+    EXPECT_NE(host.status().message().find("server_spin_us"), absl::string_view::npos);
+  }
+  EXPECT_FALSE(std::filesystem::exists(store));
+}
+
 TEST(PostProvider, LostHostFailsVerbsWithUnavailableNamingTheHost) {
   std::shared_ptr<Rig> rig = make_rig({});
   ASSERT_NE(rig, nullptr);

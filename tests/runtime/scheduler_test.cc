@@ -375,12 +375,64 @@ TEST(SchedulerThreads, TheServerSpinIsUsedOnlyAfterAnIdleGapWithinIt) {
   EXPECT_EQ(sched.idle_spin_after(microseconds(250)), microseconds(250));
   EXPECT_EQ(sched.idle_spin_after(microseconds(251)), microseconds(5));
   EXPECT_EQ(sched.idle_spin_after(std::chrono::nanoseconds::max()), microseconds(5));
+  sched.raise_server_spin(absl::InfiniteDuration());  // clamped, no overflow in a deadline
+  EXPECT_EQ(sched.server_spin(), Scheduler::kMaxServerSpin);
 
   SchedulerOptions low = SchedulerOptions::low_power();
   low.server_spin = absl::Microseconds(250);
   Scheduler quiet(low);
   EXPECT_EQ(quiet.server_spin(), absl::Microseconds(250));
   EXPECT_EQ(quiet.idle_spin_after(microseconds(100)), microseconds(0));
+}
+
+// Counts its slices; the test thread polls the count.
+class Served final : public Schedulable {
+ public:
+  void run_slice(size_t) override { served_.fetch_add(1, std::memory_order_release); }
+  // True once `n` slices ran; false at the deadline.
+  bool wait_for(int n) const {
+    const absl::Time deadline = absl::Now() + kDeadline;
+    while (served_.load(std::memory_order_acquire) < n) {
+      if (absl::Now() > deadline) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::atomic<int> served_{0};
+};
+
+// Serves `requests` one at a time from this thread, each ~20 µs after the last was served (a
+// paced load, not a wait for a message); returns the scheduler's stats at the end.
+SchedulerStats serve_paced_requests(Scheduler& sched, int requests) {
+  Served server;
+  StopOnExit guard{sched};
+  sched.start();
+  for (int i = 1; i <= requests; ++i) {
+    sched.schedule(&server);
+    EXPECT_TRUE(server.wait_for(i));
+    const absl::Time next = absl::Now() + absl::Microseconds(20);
+    while (absl::Now() < next) {
+    }
+  }
+  SchedulerStats stats = sched.stats();
+  sched.stop();
+  return stats;
+}
+
+// The worker learns its idle gaps: with the server spin on, work that keeps coming back within it
+// makes the worker take the long spin (at least once in 50 requests, however loaded the machine:
+// one gap within 5 ms is enough); with it off, never.
+TEST(SchedulerThreads, AWorkerTakesTheServerSpinAfterAGapWithinItAndNeverWithItOff) {
+  SchedulerOptions options;
+  options.workers = 1;
+  options.spin = absl::Microseconds(5);
+  Scheduler plain(options);
+  EXPECT_EQ(serve_paced_requests(plain, 50).server_spins, 0u);
+
+  options.server_spin = absl::Milliseconds(5);
+  Scheduler server(options);
+  EXPECT_GE(serve_paced_requests(server, 50).server_spins, 1u);
 }
 
 TEST(SchedulerThreads, StopIsIdempotentAndJoinsWorkers) {

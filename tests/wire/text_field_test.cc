@@ -78,5 +78,18 @@ TEST(TextField, R_FLOW_4_ATextLongerThanTheBytesLeftIsRefused) {
   EXPECT_THROW(load_text(in), cereal::Exception);
 }
 
+// The wire archive's own bound, under the size tag's: a view is never taken past the input.
+TEST(TextField, R_FLOW_4_TakeRefusesMoreThanTheBytesLeft) {
+  std::string bytes;
+  {
+    WireOutputArchive out(bytes);
+    out(uint32_t{7});
+  }
+  WireInputArchive in(bytes);
+  EXPECT_THROW(in.take(bytes.size()), cereal::Exception);  // the byte-order mark was read
+  EXPECT_EQ(in.take(4).size(), 4u);
+  EXPECT_THROW(in.take(1), cereal::Exception);
+}
+
 }  // namespace
 }  // namespace postal::wire

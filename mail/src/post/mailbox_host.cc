@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@
 #include "postal/mail/inbox_port.h"
 #include "postal/mail/mail_errors.h"
 #include "postal/mail/sqlite_mail_store.h"
+#include "postal/runtime/scheduler.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::mail {
@@ -118,12 +120,19 @@ absl::StatusOr<std::unique_ptr<MailboxHost>> MailboxHost::create(const actors::S
     if (std::get<bool>(*v)) o.dead_letter = DeadLetterOptions{};
   }
   if (auto ms = int_param(p, "lease_sweep_ms")) o.lease_sweep_interval = absl::Milliseconds(*ms);
+  // Checked before the store is opened: a refused spawn creates no file.
+  absl::Duration server_spin = kDefaultServerSpin;
+  if (p.find("server_spin_us") != nullptr) {
+    std::optional<int64_t> us = int_param(p, "server_spin_us");
+    if (!us || *us < 0 || *us > absl::ToInt64Microseconds(runtime::Scheduler::kMaxServerSpin)) {
+      return absl::InvalidArgumentError(
+          "server_spin_us must be a whole number of microseconds, 0 (off) to 10000");
+    }
+    server_spin = absl::Microseconds(*us);
+  }
   if (absl::Status s = open_retained(p, o); !s.ok()) return s;
   auto host = std::make_unique<MailboxHost>(std::move(o));
-  if (auto us = int_param(p, "server_spin_us")) {
-    if (*us < 0 || *us > 10'000) return absl::InvalidArgumentError("server_spin_us must be 0..10000");
-    host->server_spin_ = absl::Microseconds(*us);
-  }
+  host->server_spin_ = server_spin;
   return host;
 }
 

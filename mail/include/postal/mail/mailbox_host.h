@@ -17,8 +17,9 @@
 //   dead_letter            M-DLQ-1: true enables dead letters with the default suffix "_dlq"
 //   lease_sweep_ms         M-ACK-3 opt-in lease sweeper period (default 0: none)
 //   server_spin_us         the server spin the host asks of its proc's scheduler (scheduler.h;
-//                          default 250, 0: none): a request that follows its predecessor's
-//                          answer within it finds the worker awake (decisions.md, "Server spin")
+//                          default 250, 0: none; at most 10000): a request that follows its
+//                          predecessor's answer within it finds the worker awake (decisions.md,
+//                          "Server spin"). A host constructed directly asks for none.
 //
 // Subscribers on other procs. Each push is a request to the subscriber's MailPush port; the
 // subscriber's callback result settles it. A push that comes back undeliverable (the
@@ -78,9 +79,9 @@ class MailboxHost final
   absl::Status handle(actors::Context& cx, MailAdminCall m) override;
 
  private:
-  static constexpr absl::Duration kDefaultServerSpin = absl::Microseconds(250);
+  static constexpr absl::Duration kDefaultServerSpin = absl::Microseconds(250);  // create()
   MemOptions options_;
-  absl::Duration server_spin_ = kDefaultServerSpin;
+  absl::Duration server_spin_ = absl::ZeroDuration();
   std::shared_ptr<post_internal::HostCore> core_;
 };
 

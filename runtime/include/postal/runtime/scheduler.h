@@ -80,6 +80,7 @@ struct SchedulerStats {
   uint64_t sleeps = 0;     // times a worker went to sleep
   uint64_t wakeups = 0;    // times a sleeping worker was notified
   uint64_t runners = 0;    // extra runner fibers started for blocked handlers
+  uint64_t server_spins = 0;  // idle spins that lasted up to the server spin, not `spin`
 };
 
 class Worker;
@@ -117,8 +118,10 @@ class Scheduler {
   int worker_count() const { return static_cast<int>(workers_.size()); }
   const SchedulerOptions& options() const { return options_; }
   SchedulerStats stats() const;
-  // Raises the server spin to at least `spin` (never lowers it); takes effect at the workers'
-  // next idle. Thread-safe. An actor that serves requests asks for it on its proc (MailboxHost).
+  // Raises the server spin to at least `spin` (never lowers it; at most kMaxServerSpin); takes
+  // effect at the workers' next idle. Thread-safe. An actor that serves requests asks for it on
+  // its proc (MailboxHost).
+  static constexpr absl::Duration kMaxServerSpin = absl::Milliseconds(10);
   void raise_server_spin(absl::Duration spin);
   absl::Duration server_spin() const {
     return absl::Nanoseconds(server_spin_ns_.load(std::memory_order_relaxed));
