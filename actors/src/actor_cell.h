@@ -148,6 +148,10 @@ class ActorCell final : public Context,
   void cancel_timers();
   // R-ACT-10 (cell_requests.cc): runs the continuation a reply (or its failure) is for.
   bool complete_reply(runtime::EnvelopePtr env);
+  // Fails the requests past their deadline; false when a continuation failed (the slice ended).
+  bool expire_replies();
+  // Arms the one proc timer for the requests' deadlines, if `deadline` is ahead of it.
+  void arm_deadline(absl::Time deadline);
   // Drops every pending continuation (restart, end): their ports close, their timers stop.
   void drop_replies();
   // R-SUP-2 (cell_watches.cc). A watcher registers with the watched cell; the cell sends Down
@@ -248,10 +252,16 @@ class ActorCell final : public Context,
   std::string restart_reason_ ABSL_GUARDED_BY(mu_);
   struct PendingReply {
     ReplyContinuation cont;
-    uint64_t timer = 0;
-    std::shared_ptr<ReplySink> sink;
+    absl::Duration timeout;  // for the DeadlineExceeded message
   };
-  absl::flat_hash_map<uint64_t, PendingReply> replies_;  // R-ACT-10, by port index; runner only
+  // R-ACT-10 (cell_requests.cc), runner only: the pending requests by port index, their
+  // deadlines (a min-heap that may hold answered ones), the one sink of their ports (per
+  // incarnation), and the proc timer armed for the earliest deadline.
+  absl::flat_hash_map<uint64_t, PendingReply> replies_;
+  std::vector<std::pair<absl::Time, uint64_t>> deadlines_;
+  std::shared_ptr<ReplySink> reply_sink_;
+  absl::Time armed_deadline_ = absl::InfiniteFuture();
+  uint64_t deadline_timer_ = 0;
   std::vector<runtime::ActorAddr> watchers_ ABSL_GUARDED_BY(mu_);  // R-SUP-2
   std::vector<runtime::ActorAddr> watching_;                       // R-SUP-2, runner only
   std::vector<uint64_t> timers_ ABSL_GUARDED_BY(mu_);              // R-SUP-3, pruned as it doubles

@@ -121,6 +121,28 @@ TEST(RequestThen, R_ACT_10_ATimeoutGivesDeadlineExceededAndALateReplyIsPortGone)
   EXPECT_EQ((*back)->root_failure()->kind, runtime::FailureKind::kPortGone);
 }
 
+// The cell keeps its requests' deadlines itself and arms one proc timer for the earliest: a
+// shorter timeout asked later still expires first, each exactly at its own deadline, and an
+// answered request never times out.
+TEST(RequestThen, R_ACT_10_EachRequestTimesOutAtItsOwnDeadlineWhateverTheOrderAsked) {
+  World w;
+  w.asker.ref().send(w.t.client, Go{w.server.ref().port<Question>(), 1, true, 5000});
+  w.asker.ref().send(w.t.client, Go{w.server.ref().port<Question>(), 2, true, 1000});
+  w.asker.ref().send(w.t.client, Go{w.server.ref().port<Question>(), 3, false, 500});
+  w.t.run();
+  EXPECT_EQ(w.log, (std::vector<std::string>{"asked", "asked", "asked", "answer 6"}));
+  w.t.advance(absl::Milliseconds(999));
+  EXPECT_EQ(w.log.size(), 4u);  // the answered 500-ms request did not time out
+  w.t.advance(absl::Milliseconds(1));
+  ASSERT_EQ(w.log.size(), 5u);
+  EXPECT_EQ(w.log[4], "DEADLINE_EXCEEDED");
+  w.t.advance(absl::Milliseconds(3999));
+  EXPECT_EQ(w.log.size(), 5u);
+  w.t.advance(absl::Milliseconds(1));
+  ASSERT_EQ(w.log.size(), 6u);
+  EXPECT_EQ(w.log[5], "DEADLINE_EXCEEDED");
+}
+
 TEST(RequestThen, R_ACT_10_ABouncedRequestFailsAtOnceWithUnavailable) {
   World w;
   w.server.stop();
