@@ -124,7 +124,7 @@ class ActorCell final : public Context,
   void request_restart(std::string why);
 
  private:
-  absl::Status stash_current(uint64_t type_hash, wire::Any message) override;
+  absl::Status stash_current(uint64_t type_hash, wire::Any** slot) override;
   // The next message: unstashed ones first, then the queue.
   runtime::EnvelopePtr next_message();
   // R-FLOW-1 (cell_bounds.cc). The queue's consumer side: for a kDropOldest cell senders pop
@@ -231,7 +231,8 @@ class ActorCell final : public Context,
   std::vector<runtime::EnvelopePtr> spared_ ABSL_GUARDED_BY(drop_mu_);
   std::atomic<ActorState> state_{ActorState::kCreated};
   runtime::MessageEnvelope* current_ = nullptr;
-  std::optional<wire::Any> stash_data_;             // set by stash() during a handler
+  runtime::MessageEnvelope* handling_ = nullptr;  // the handler message being handled
+  bool stash_current_ = false;                    // set by stash() during its handler
   std::vector<runtime::EnvelopePtr> stash_;  // runner only, oldest first
   // Unstashed, handled before the queue; the next one last (no allocation until used).
   std::vector<runtime::EnvelopePtr> replay_;
