@@ -236,6 +236,7 @@ class ActorCell final : public Context,
   std::vector<runtime::EnvelopePtr> stash_;  // runner only, oldest first
   // Unstashed, handled before the queue; the next one last (no allocation until used).
   std::vector<runtime::EnvelopePtr> replay_;
+  static constexpr size_t kReplayPrefetch = 3;  // how far ahead next_message prefetches replay_
   std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
   size_t prune_at_ = 64;
   std::atomic<bool> finished_{false};
