@@ -40,16 +40,19 @@ Depot& depot() {
   return *d;
 }
 
-thread_local bool pool_alive = false;
+// The thread's pool: not made yet (a thread that has only freed so far), alive, or destroyed
+// (thread exit). Trivially destructible, so it stays readable after the pool is gone.
+enum class PoolState : unsigned char { kNotYet, kAlive, kGone };
+thread_local PoolState pool_state = PoolState::kNotYet;
 
 class EnvelopePool {
  public:
   EnvelopePool() {
-    pool_alive = true;
+    pool_state = PoolState::kAlive;
     free_.reserve(kEnvelopePoolCap);
   }
   ~EnvelopePool() {
-    pool_alive = false;
+    pool_state = PoolState::kGone;
     for (void* p : free_) ::operator delete(p);
   }
   void* get(size_t size, size_t block_size) {
@@ -100,11 +103,11 @@ EnvelopePool& pool() {
 void* envelope_alloc(size_t size, size_t block_size) { return pool().get(size, block_size); }
 
 void envelope_free(void* p, size_t size, size_t block_size) noexcept {
-  if (pool_alive) {
-    pool().put(p, size, block_size);
-  } else {
+  if (pool_state == PoolState::kGone) {
     ::operator delete(p);
+    return;
   }
+  pool().put(p, size, block_size);  // made here on a thread that frees before it allocates
 }
 
 }  // namespace postal::runtime::internal
