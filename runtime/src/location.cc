@@ -9,7 +9,10 @@
 #include <memory>
 #include <string_view>
 
+#include "absl/container/node_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "text_memo.h"
 #include "postal/runtime/logger.h"
@@ -307,8 +310,23 @@ const Location::Rep& Location::rep() const {
   return rep_ != nullptr ? *rep_ : *kDefault;
 }
 
+struct Location::RepHash {
+  size_t operator()(const Rep& r) const { return absl::HashOf(r.vias, r.addr); }
+};
+struct Location::RepEq {
+  bool operator()(const Rep& a, const Rep& b) const { return a.vias == b.vias && a.addr == b.addr; }
+};
+
+const Location::Rep* Location::intern(Rep rep) {
+  // Never destroyed: addresses in statics may outlive any destructor order.
+  static absl::Mutex* const mu = new absl::Mutex();
+  static auto* const table = new absl::node_hash_set<Rep, RepHash, RepEq>();
+  absl::MutexLock lock(mu);
+  return &*table->insert(std::move(rep)).first;  // node_hash_set: the element never moves
+}
+
 Location Location::addr(ChannelAddr channel) {
-  return Location(std::make_shared<const Rep>(Rep{{}, std::move(channel)}));
+  return Location(intern(Rep{{}, std::move(channel)}));
 }
 
 Location Location::via(Uid gateway, Location inner) {
@@ -316,7 +334,7 @@ Location Location::via(Uid gateway, Location inner) {
   vias.reserve(inner.vias().size() + 1);
   vias.push_back(gateway);
   vias.insert(vias.end(), inner.vias().begin(), inner.vias().end());
-  return Location(std::make_shared<const Rep>(Rep{std::move(vias), inner.channel()}));
+  return Location(intern(Rep{std::move(vias), inner.channel()}));
 }
 
 const Uid& Location::via_uid() const {
@@ -326,8 +344,7 @@ const Uid& Location::via_uid() const {
 
 Location Location::inner() const {
   if (!is_via()) precondition_failed("Location::inner()", *this);
-  return Location(std::make_shared<const Rep>(
-      Rep{std::vector<Uid>(vias().begin() + 1, vias().end()), channel()}));
+  return Location(intern(Rep{std::vector<Uid>(vias().begin() + 1, vias().end()), channel()}));
 }
 
 std::string Location::to_string() const {
@@ -364,7 +381,7 @@ absl::StatusOr<Location> Location::parse(std::string_view text) {
     vias.push_back(*via);
     start = end + 1;
   }
-  return Location(std::make_shared<const Rep>(Rep{std::move(vias), *std::move(channel)}));
+  return Location(intern(Rep{std::move(vias), *std::move(channel)}));
 }
 
 std::ostream& operator<<(std::ostream& os, ChannelAddr::Transport transport) {
@@ -393,15 +410,14 @@ std::ostream& operator<<(std::ostream& os, const Location& location) {
 
 namespace postal::runtime {
 namespace {
-// Keyed by the shared representation itself (kept alive here, so an address is never reused
-// for another location while it is a key).
-thread_local internal::Memo<std::shared_ptr<const void>, std::string> rendered_locations;
+// Keyed by the interned representation (never freed, so never reused for another location).
+thread_local internal::Memo<const void*, std::string> rendered_locations;
 thread_local internal::Memo<std::string, Location> parsed_locations;
 }  // namespace
 
 std::string Location::cereal_text() const {
   if (rep_ == nullptr) return to_string();
-  const std::shared_ptr<const void> key = rep_;
+  const void* key = rep_;
   if (const std::string* text = rendered_locations.find(key)) return *text;
   std::string text = to_string();
   rendered_locations.put(key, text);

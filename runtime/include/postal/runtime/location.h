@@ -22,10 +22,13 @@
 // first "://" and splits everything before it on '.'.
 //
 // Value semantics and cost
-//   Location is an immutable value whose copy is one shared_ptr copy (no allocation); making a
-//   new one (`addr`, `via`, `inner`, `parse`) allocates once. A default-constructed Location is
-//   `inproc://0` with no vias and does not allocate. Equality and the hash compare the vias and
-//   the channel, not the pointer.
+//   Location is an immutable value whose copy is one pointer copy: its representation is
+//   interned, one per distinct location for the life of the process (as labels are, label.h), so
+//   copying and dropping an address touches no reference count — every envelope copies two, and
+//   the proc's own location is shared by all its actors on every thread. Making a location
+//   (`addr`, `via`, `inner`, `parse`) looks it up in the intern table under a mutex, and
+//   allocates the first time only. A default-constructed Location is `inproc://0` with no vias.
+//   Equality and the hash compare the vias and the channel.
 //
 // Failure
 //   `parse` and the fallible factories never throw or crash; they return `InvalidArgument` that
@@ -175,14 +178,17 @@ class Location {
     std::vector<Uid> vias;  // Outermost first.
     ChannelAddr addr;
   };
-  explicit Location(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
+  struct RepHash;
+  struct RepEq;
+  explicit Location(const Rep* rep) : rep_(rep) {}
+  // The interned representation equal to `rep` (location.cc).
+  static const Rep* intern(Rep rep);
   const Rep& rep() const;
 
-  std::shared_ptr<const Rep> rep_;  // Null means the default, `inproc://0`.
+  const Rep* rep_ = nullptr;  // Interned, never freed; null means the default, `inproc://0`.
 };
 
-static_assert(sizeof(Location) == sizeof(std::shared_ptr<int>),
-              "a Location copy is one shared_ptr copy");
+static_assert(sizeof(Location) == sizeof(void*), "a Location copy is one pointer copy");
 
 std::ostream& operator<<(std::ostream& os, ChannelAddr::Transport transport);
 std::ostream& operator<<(std::ostream& os, const ChannelAddr& addr);
