@@ -189,6 +189,31 @@ TEST(RequestThen, R_ACT_10_ARestartDropsTheOldIncarnationsContinuations) {
   EXPECT_EQ((*back)->root_failure()->kind, runtime::FailureKind::kPortGone);
 }
 
+// R-ACT-9: a continuation handles no handler message, so it has nothing to stash.
+struct StashingAsker : Actor, Handles<Go> {
+  absl::Status* stashed;
+  explicit StashingAsker(absl::Status* s) : stashed(s) {}
+  absl::Status handle(Context& cx, Go g) override {
+    cx.request(g.server, Question{g.n, false, {}}, absl::Seconds(60))
+        .then([this](Context& cx, absl::StatusOr<Answer> a) -> absl::Status {
+          if (!a.ok()) return a.status();
+          *stashed = cx.stash(*a);
+          return absl::OkStatus();
+        });
+    return absl::OkStatus();
+  }
+};
+
+TEST(RequestThen, R_ACT_9_AContinuationCannotStashItsReply) {
+  World w;
+  absl::Status stashed;
+  auto asker = *spawn<StashingAsker>(w.t.proc, "stashing-asker", &stashed);
+  asker.ref().send(w.t.client, Go{w.server.ref().port<Question>(), 4});
+  w.t.run();
+  EXPECT_EQ(stashed.code(), absl::StatusCode::kFailedPrecondition) << stashed;
+  EXPECT_EQ(asker.status().state, ActorState::kIdle);
+}
+
 TEST(RequestThen, R_ACT_10_OnAThreadedProc) {
   test_support::ProcWithClient pc(runtime::ProcOptions::threads(2), "test");
   postal::OncePortRef<Answer> kept;
