@@ -220,6 +220,7 @@ class ActorCell final : public Context,
   std::atomic<uint64_t> queued_{0};
   std::atomic<uint64_t> queued_bytes_{0};
   std::atomic<uint32_t> blocked_senders_{0};
+  std::atomic<bool> room_signalled_{false};  // a release woke the blocked senders (cell_bounds.cc)
   struct RoomWaiters;                             // cell_bounds.cc; made by the first to block
   std::atomic<RoomWaiters*> room_{nullptr};
   std::atomic<uint32_t> room_listeners_{0};  // listeners_.size(), read without the lock
