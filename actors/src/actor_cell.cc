@@ -186,19 +186,18 @@ bool ActorCell::process(EnvelopePtr env) {
     return true;
   }
   current_ = env.get();
+  handling_ = env.get();
   DispatchFn fn = type_.find(hash);
   absl::Status s = fn == nullptr ? absl::InternalError("no handler for a bound port")
                                  : guarded([&] { return fn(*actor_, *this, env->data()); });
   current_ = nullptr;
-  std::optional<wire::Any> stashed = std::exchange(stash_data_, std::nullopt);
+  handling_ = nullptr;
+  const bool stashed = std::exchange(stash_current_, false);
   // R-FLOW-1: a handled message frees its room; a stashed one keeps it (the stash is bounded by
   // the mailbox's bound). Before on_failure: a slice that terminates touches nothing after.
   if (!s.ok() || !stashed) release_room(*env);
   if (!s.ok()) return on_failure(s.ToString());  // R-ACT-3, R-SUP-1
-  if (stashed) {  // kept, with its envelope, until unstash_all
-    env->data() = *std::move(stashed);
-    stash_.push_back(std::move(env));
-  }
+  if (stashed) stash_.push_back(std::move(env));  // kept, with its envelope, until unstash_all
   state_.store(ActorState::kIdle, std::memory_order_relaxed);
   return true;
 }
@@ -207,20 +206,27 @@ EnvelopePtr ActorCell::next_message() {
   if (!replay_.empty()) {
     EnvelopePtr env = std::move(replay_.back());
     replay_.pop_back();
+    // A replayed stash is cold and replayed whole, and what comes next is known: start loading
+    // the envelope a few ahead (its first lines: the link, the addresses, the data).
+    if (replay_.size() > kReplayPrefetch) {
+      const char* ahead = reinterpret_cast<const char*>(replay_[replay_.size() - 1 - kReplayPrefetch].get());
+      for (int line = 0; line < 4; ++line) __builtin_prefetch(ahead + 64 * line);
+    }
     return env;
   }
   return EnvelopePtr(pop_queue());
 }
 
-absl::Status ActorCell::stash_current(uint64_t type_hash, wire::Any message) {
-  if (current_ == nullptr) {
+absl::Status ActorCell::stash_current(uint64_t type_hash, wire::Any** slot) {
+  if (handling_ == nullptr) {  // outside a handler, or in a reply's continuation
     return absl::FailedPreconditionError("stash keeps the message being handled; none is");
   }
-  if (type_hash != current_->data().type_hash()) {
+  if (type_hash != handling_->data().type_hash()) {
     return absl::InvalidArgumentError("stash takes the message being handled, of its own type");
   }
-  if (stash_data_) return absl::FailedPreconditionError("this message is stashed already");
-  stash_data_ = std::move(message);
+  if (stash_current_) return absl::FailedPreconditionError("this message is stashed already");
+  stash_current_ = true;
+  *slot = &handling_->data();
   return absl::OkStatus();
 }
 

@@ -124,7 +124,7 @@ class ActorCell final : public Context,
   void request_restart(std::string why);
 
  private:
-  absl::Status stash_current(uint64_t type_hash, wire::Any message) override;
+  absl::Status stash_current(uint64_t type_hash, wire::Any** slot) override;
   // The next message: unstashed ones first, then the queue.
   runtime::EnvelopePtr next_message();
   // R-FLOW-1 (cell_bounds.cc). The queue's consumer side: for a kDropOldest cell senders pop
@@ -148,6 +148,10 @@ class ActorCell final : public Context,
   void cancel_timers();
   // R-ACT-10 (cell_requests.cc): runs the continuation a reply (or its failure) is for.
   bool complete_reply(runtime::EnvelopePtr env);
+  // Fails the requests past their deadline; false when a continuation failed (the slice ended).
+  bool expire_replies();
+  // Arms the one proc timer for the requests' deadlines, if `deadline` is ahead of it.
+  void arm_deadline(absl::Time deadline);
   // Drops every pending continuation (restart, end): their ports close, their timers stop.
   void drop_replies();
   // R-SUP-2 (cell_watches.cc). A watcher registers with the watched cell; the cell sends Down
@@ -216,6 +220,7 @@ class ActorCell final : public Context,
   std::atomic<uint64_t> queued_{0};
   std::atomic<uint64_t> queued_bytes_{0};
   std::atomic<uint32_t> blocked_senders_{0};
+  std::atomic<bool> room_signalled_{false};  // a release woke the blocked senders (cell_bounds.cc)
   struct RoomWaiters;                             // cell_bounds.cc; made by the first to block
   std::atomic<RoomWaiters*> room_{nullptr};
   std::atomic<uint32_t> room_listeners_{0};  // listeners_.size(), read without the lock
@@ -227,10 +232,12 @@ class ActorCell final : public Context,
   std::vector<runtime::EnvelopePtr> spared_ ABSL_GUARDED_BY(drop_mu_);
   std::atomic<ActorState> state_{ActorState::kCreated};
   runtime::MessageEnvelope* current_ = nullptr;
-  std::optional<wire::Any> stash_data_;             // set by stash() during a handler
+  runtime::MessageEnvelope* handling_ = nullptr;  // the handler message being handled
+  bool stash_current_ = false;                    // set by stash() during its handler
   std::vector<runtime::EnvelopePtr> stash_;  // runner only, oldest first
   // Unstashed, handled before the queue; the next one last (no allocation until used).
   std::vector<runtime::EnvelopePtr> replay_;
+  static constexpr size_t kReplayPrefetch = 3;  // how far ahead next_message prefetches replay_
   std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
   size_t prune_at_ = 64;
   std::atomic<bool> finished_{false};
@@ -248,10 +255,16 @@ class ActorCell final : public Context,
   std::string restart_reason_ ABSL_GUARDED_BY(mu_);
   struct PendingReply {
     ReplyContinuation cont;
-    uint64_t timer = 0;
-    std::shared_ptr<ReplySink> sink;
+    absl::Duration timeout;  // for the DeadlineExceeded message
   };
-  absl::flat_hash_map<uint64_t, PendingReply> replies_;  // R-ACT-10, by port index; runner only
+  // R-ACT-10 (cell_requests.cc), runner only: the pending requests by port index, their
+  // deadlines (a min-heap that may hold answered ones), the one sink of their ports (per
+  // incarnation), and the proc timer armed for the earliest deadline.
+  absl::flat_hash_map<uint64_t, PendingReply> replies_;
+  std::vector<std::pair<absl::Time, uint64_t>> deadlines_;
+  std::shared_ptr<ReplySink> reply_sink_;
+  absl::Time armed_deadline_ = absl::InfiniteFuture();
+  uint64_t deadline_timer_ = 0;
   std::vector<runtime::ActorAddr> watchers_ ABSL_GUARDED_BY(mu_);  // R-SUP-2
   std::vector<runtime::ActorAddr> watching_;                       // R-SUP-2, runner only
   std::vector<uint64_t> timers_ ABSL_GUARDED_BY(mu_);              // R-SUP-3, pruned as it doubles

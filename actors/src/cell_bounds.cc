@@ -153,8 +153,15 @@ void ActorCell::release_room(const MessageEnvelope& env) {
   if (!counted(env)) return;
   queued_.fetch_sub(1, std::memory_order_seq_cst);
   queued_bytes_.fetch_sub(env.held_bytes(), std::memory_order_seq_cst);
-  // Seen by a sender that registered before its last look at the counts (both seq_cst).
-  if (blocked_senders_.load(std::memory_order_seq_cst) != 0) wake_blocked_senders();
+  // Seen by a sender that registered before its last look at the counts (both seq_cst). One
+  // wake-up per wait is enough: the waiters re-check the room when they wake, and clear
+  // `room_signalled_` before they look and wait again (wait_for_room), so a release after their
+  // look signals again. Without it, a consumer draining a full mailbox locked the waiters' fiber
+  // mutex and notified on every message (Count: a million times).
+  if (blocked_senders_.load(std::memory_order_seq_cst) != 0 &&
+      !room_signalled_.exchange(true, std::memory_order_seq_cst)) {
+    wake_blocked_senders();
+  }
   if (room_listeners_.load(std::memory_order_seq_cst) != 0 && credit_room()) {
     call_room_listeners();
   }
@@ -224,6 +231,7 @@ bool ActorCell::wait_for_room(absl::Time deadline) {
   blocked_senders_.fetch_add(1, std::memory_order_seq_cst);
   bool ok = false;
   for (;;) {
+    room_signalled_.store(false, std::memory_order_seq_cst);  // before the look (release_room)
     // A stopping or ended actor: the retry fails it with the stop's reason (R-ACT-5).
     if (room() || stop_requested() || is_terminal(state_.load())) {
       ok = true;

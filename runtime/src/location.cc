@@ -1,18 +1,24 @@
-#include <algorithm>
 #include "postal/runtime/location.h"
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <memory>
+#include <string>
 #include <string_view>
 
+#include "absl/container/node_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "text_memo.h"
+#include "absl/synchronization/mutex.h"
+#include "postal/runtime/log_rate_limit.h"
 #include "postal/runtime/logger.h"
+#include "postal/wire/untrusted_scope.h"
+#include "text_memo.h"
 
 namespace postal::runtime {
 namespace {
@@ -307,8 +313,60 @@ const Location::Rep& Location::rep() const {
   return rep_ != nullptr ? *rep_ : *kDefault;
 }
 
+struct Location::RepHash {
+  size_t operator()(const Rep& r) const { return absl::HashOf(r.vias, r.addr); }
+};
+struct Location::RepEq {
+  bool operator()(const Rep& a, const Rep& b) const { return a.vias == b.vias && a.addr == b.addr; }
+};
+
+namespace {
+
+// The interned representations. Never destroyed: addresses in statics may outlive any destructor
+// order. R-FLOW-4: what network input may add is bounded, as for labels (label.h).
+template <class Set>
+struct RepTable {
+  absl::Mutex mu;
+  Set reps ABSL_GUARDED_BY(mu);
+  std::size_t untrusted_count ABSL_GUARDED_BY(mu) = 0;
+};
+std::atomic<std::size_t> untrusted_location_budget{65536};
+
+// One table per set type, i.e. one (Location's Rep is private: intern() names the type).
+template <class Set>
+RepTable<Set>& rep_table() {
+  static RepTable<Set>* const table = new RepTable<Set>();
+  return *table;
+}
+
+}  // namespace
+
+void Location::set_untrusted_budget(std::size_t locations) {
+  untrusted_location_budget.store(locations, std::memory_order_relaxed);
+}
+std::size_t Location::untrusted_budget() {
+  return untrusted_location_budget.load(std::memory_order_relaxed);
+}
+
+const Location::Rep* Location::intern(Rep rep, bool untrusted) {
+  auto& table = rep_table<absl::node_hash_set<Rep, RepHash, RepEq>>();
+  absl::MutexLock lock(&table.mu);
+  if (untrusted) {
+    if (auto it = table.reps.find(rep); it != table.reps.end()) return &*it;
+    if (table.untrusted_count >= untrusted_budget()) return nullptr;
+    ++table.untrusted_count;
+  }
+  return &*table.reps.insert(std::move(rep)).first;  // node_hash_set: the element never moves
+}
+
+std::size_t Location::untrusted_count() {
+  auto& table = rep_table<absl::node_hash_set<Rep, RepHash, RepEq>>();
+  absl::MutexLock lock(&table.mu);
+  return table.untrusted_count;
+}
+
 Location Location::addr(ChannelAddr channel) {
-  return Location(std::make_shared<const Rep>(Rep{{}, std::move(channel)}));
+  return Location(intern(Rep{{}, std::move(channel)}));
 }
 
 Location Location::via(Uid gateway, Location inner) {
@@ -316,7 +374,7 @@ Location Location::via(Uid gateway, Location inner) {
   vias.reserve(inner.vias().size() + 1);
   vias.push_back(gateway);
   vias.insert(vias.end(), inner.vias().begin(), inner.vias().end());
-  return Location(std::make_shared<const Rep>(Rep{std::move(vias), inner.channel()}));
+  return Location(intern(Rep{std::move(vias), inner.channel()}));
 }
 
 const Uid& Location::via_uid() const {
@@ -326,8 +384,7 @@ const Uid& Location::via_uid() const {
 
 Location Location::inner() const {
   if (!is_via()) precondition_failed("Location::inner()", *this);
-  return Location(std::make_shared<const Rep>(
-      Rep{std::vector<Uid>(vias().begin() + 1, vias().end()), channel()}));
+  return Location(intern(Rep{std::vector<Uid>(vias().begin() + 1, vias().end()), channel()}));
 }
 
 std::string Location::to_string() const {
@@ -364,7 +421,18 @@ absl::StatusOr<Location> Location::parse(std::string_view text) {
     vias.push_back(*via);
     start = end + 1;
   }
-  return Location(std::make_shared<const Rep>(Rep{std::move(vias), *std::move(channel)}));
+  const Rep* rep = intern(Rep{std::move(vias), *std::move(channel)}, wire::UntrustedScope::active());
+  if (rep == nullptr) {
+    // R-FLOW-4: untrusted input cannot grow the process-wide table without bound.
+    static LogRateLimit limit(absl::Seconds(1));
+    const std::string why = absl::StrCat(
+        "location ", quote(text), " is new and the ", untrusted_budget(),
+        " locations that network input may add are used up (a peer sends unique addresses); the "
+        "envelope is refused");
+    limit.log(Logger::runtime(), LogLevel::kWarn, why);
+    return absl::ResourceExhaustedError(why);
+  }
+  return Location(rep);
 }
 
 std::ostream& operator<<(std::ostream& os, ChannelAddr::Transport transport) {
@@ -393,9 +461,8 @@ std::ostream& operator<<(std::ostream& os, const Location& location) {
 
 namespace postal::runtime {
 namespace {
-// Keyed by the shared representation itself (kept alive here, so an address is never reused
-// for another location while it is a key).
-thread_local internal::Memo<std::shared_ptr<const void>, std::string> rendered_locations;
+// Keyed by the interned representation (never freed, so never reused for another location).
+thread_local internal::Memo<const void*, std::string> rendered_locations;
 thread_local internal::Memo<std::string, Location> parsed_locations;
 }  // namespace
 
@@ -404,7 +471,7 @@ std::string_view Location::cereal_text() const {
     static const std::string* const kDefault = new std::string(Location().to_string());
     return *kDefault;
   }
-  const std::shared_ptr<const void> key = rep_;
+  const void* key = rep_;
   if (const std::string* text = rendered_locations.find(key)) return *text;
   return rendered_locations.put(key, to_string());
 }

@@ -319,7 +319,7 @@ bool Mailbox::complete_failed_request(const MessageEnvelope& returned) {
     if (it == table->ports.end() || !(sink = it->second.sink.lock())) return false;
     table->ports.erase(it);
   }
-  sink->fail(*returned.root_failure());
+  sink->fail_port(*index, *returned.root_failure());
   return true;
 }
 

@@ -1,62 +1,16 @@
 #include "postal/runtime/message_envelope.h"
 
-#include <cstdlib>
-#include <vector>
-
+#include "envelope_pool.h"
 #include "postal/runtime/mailbox_sender.h"
 
 namespace postal::runtime {
-namespace {
 
-// A per-thread free list of envelope blocks. Blocks freed on another thread join that thread's
-// list; each list is capped so memory returns to malloc past the cap.
-// Trivially destructible, so it stays readable after the pool itself is gone: an envelope freed
-// during thread or process exit (after thread_locals are destroyed) goes straight to malloc.
-thread_local bool pool_alive = false;
-
-class EnvelopePool {
- public:
-  static constexpr size_t kCap = 4096;
-  EnvelopePool() { pool_alive = true; }
-  ~EnvelopePool() {
-    pool_alive = false;
-    for (void* p : free_) ::operator delete(p);
-  }
-  void* get(size_t size) {
-    if (size == sizeof(MessageEnvelope) && !free_.empty()) {
-      void* p = free_.back();
-      free_.pop_back();
-      return p;
-    }
-    return ::operator new(size);
-  }
-  void put(void* p, size_t size) {
-    if (size == sizeof(MessageEnvelope) && free_.size() < kCap) {
-      free_.push_back(p);
-      return;
-    }
-    ::operator delete(p);
-  }
-
- private:
-  std::vector<void*> free_;
-};
-
-EnvelopePool& pool() {
-  thread_local EnvelopePool p;
-  return p;
+void* MessageEnvelope::operator new(size_t size) {
+  return internal::envelope_alloc(size, sizeof(MessageEnvelope));
 }
 
-}  // namespace
-
-void* MessageEnvelope::operator new(size_t size) { return pool().get(size); }
-
 void MessageEnvelope::operator delete(void* p, size_t size) noexcept {
-  if (pool_alive) {
-    pool().put(p, size);
-  } else {
-    ::operator delete(p);
-  }
+  internal::envelope_free(p, size, sizeof(MessageEnvelope));
 }
 
 void MessageEnvelope::undeliverable(EnvelopePtr env, DeliveryFailure failure, ReturnHandle& ret) {

@@ -209,6 +209,10 @@ class Worker {
         if ((i & 15) == 0) {
           boost::this_fiber::yield();  // let resumed waiters on this thread run
           if (active_ > 1) return;
+          // And let another thread of this CPU run: with more runnable threads than cores (a
+          // sender outside the workers, 2 vCPUs) a spinning worker would hold the core the
+          // sender needs; with nothing else runnable this returns at once.
+          if ((i & 63) == 0) std::this_thread::yield();
           if (std::chrono::steady_clock::now() >= deadline) break;
         }
       }

@@ -344,6 +344,48 @@ TEST(MailboxBound, R_FLOW_1_ABlockedSenderGoesOnWhenTheConsumerDrains) {
   EXPECT_TRUE(f.no_returns());
 }
 
+// Room wakes a blocked sender once per wait (cell_bounds.cc): a sender that waited before and
+// was woken must be woken again the next time it waits.
+TEST(MailboxBound, R_FLOW_1_ASenderThatWaitsAgainIsWokenAgain) {
+  Fixture f(ProcOptions::threads(1));
+  std::vector<int> seen;
+  std::atomic<bool> gate{false};
+  std::atomic<int> started{0};
+  MailboxBound b = bound(1, OverloadPolicy::kBlock);
+  b.block_timeout = absl::Seconds(20);
+  auto a = *spawn<Sink>(f.proc, SpawnOptions::bounded(b), "sink", &seen, &gate, &started);
+  a.ref().send(*f.client, Item{1});
+  ASSERT_TRUE(wait_for([&] { return started.load() == 1; }));
+  std::atomic<int> sent{0};
+  std::atomic<bool> again{false};
+  std::thread sender([&] {
+    a.ref().send(*f.client, Item{2});  // waits: the sink holds Item 1
+    sent.store(1);
+    while (!again.load()) std::this_thread::yield();
+    a.ref().send(*f.client, Item{3});  // the sink takes it and holds it (the gate is shut)
+    sent.store(2);
+    a.ref().send(*f.client, Item{4});  // waits again
+    sent.store(3);
+  });
+  EXPECT_FALSE(wait_for([&] { return sent.load() == 1; }, absl::Milliseconds(100)));
+  gate.store(true);
+  ASSERT_TRUE(wait_for([&] { return sent.load() == 1; }, absl::Seconds(10)));
+  ASSERT_TRUE(wait_for([&] {
+    return started.load() == 2 && a.status().state == ActorState::kIdle;
+  }));
+  gate.store(false);
+  again.store(true);
+  ASSERT_TRUE(wait_for([&] { return sent.load() == 2 && started.load() == 3; }));
+  EXPECT_FALSE(wait_for([&] { return sent.load() == 3; }, absl::Milliseconds(100)));  // waits
+  gate.store(true);  // the sender goes on long before its 20-s timeout
+  ASSERT_TRUE(wait_for([&] { return sent.load() == 3; }, absl::Seconds(10)));
+  sender.join();
+  ASSERT_TRUE(
+      wait_for([&] { return started.load() == 4 && a.status().state == ActorState::kIdle; }));
+  EXPECT_EQ(seen, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_TRUE(f.no_returns());
+}
+
 TEST(MailboxBound, R_FLOW_1_ABlockedFiberLeavesItsWorkerToTheConsumer) {
   // One worker: the producer's fiber waits for room, and the same thread runs the consumer.
   Fixture f(ProcOptions::threads(1));

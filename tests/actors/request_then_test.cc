@@ -121,6 +121,28 @@ TEST(RequestThen, R_ACT_10_ATimeoutGivesDeadlineExceededAndALateReplyIsPortGone)
   EXPECT_EQ((*back)->root_failure()->kind, runtime::FailureKind::kPortGone);
 }
 
+// The cell keeps its requests' deadlines itself and arms one proc timer for the earliest: a
+// shorter timeout asked later still expires first, each exactly at its own deadline, and an
+// answered request never times out.
+TEST(RequestThen, R_ACT_10_EachRequestTimesOutAtItsOwnDeadlineWhateverTheOrderAsked) {
+  World w;
+  w.asker.ref().send(w.t.client, Go{w.server.ref().port<Question>(), 1, true, 5000});
+  w.asker.ref().send(w.t.client, Go{w.server.ref().port<Question>(), 2, true, 1000});
+  w.asker.ref().send(w.t.client, Go{w.server.ref().port<Question>(), 3, false, 500});
+  w.t.run();
+  EXPECT_EQ(w.log, (std::vector<std::string>{"asked", "asked", "asked", "answer 6"}));
+  w.t.advance(absl::Milliseconds(999));
+  EXPECT_EQ(w.log.size(), 4u);  // the answered 500-ms request did not time out
+  w.t.advance(absl::Milliseconds(1));
+  ASSERT_EQ(w.log.size(), 5u);
+  EXPECT_EQ(w.log[4], "DEADLINE_EXCEEDED");
+  w.t.advance(absl::Milliseconds(3999));
+  EXPECT_EQ(w.log.size(), 5u);
+  w.t.advance(absl::Milliseconds(1));
+  ASSERT_EQ(w.log.size(), 6u);
+  EXPECT_EQ(w.log[5], "DEADLINE_EXCEEDED");
+}
+
 TEST(RequestThen, R_ACT_10_ABouncedRequestFailsAtOnceWithUnavailable) {
   World w;
   w.server.stop();
@@ -165,6 +187,31 @@ TEST(RequestThen, R_ACT_10_ARestartDropsTheOldIncarnationsContinuations) {
   absl::StatusOr<runtime::EnvelopePtr> back = w.t.client.next_undeliverable(absl::ZeroDuration());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ((*back)->root_failure()->kind, runtime::FailureKind::kPortGone);
+}
+
+// R-ACT-9: a continuation handles no handler message, so it has nothing to stash.
+struct StashingAsker : Actor, Handles<Go> {
+  absl::Status* stashed;
+  explicit StashingAsker(absl::Status* s) : stashed(s) {}
+  absl::Status handle(Context& cx, Go g) override {
+    cx.request(g.server, Question{g.n, false, {}}, absl::Seconds(60))
+        .then([this](Context& cx, absl::StatusOr<Answer> a) -> absl::Status {
+          if (!a.ok()) return a.status();
+          *stashed = cx.stash(*a);
+          return absl::OkStatus();
+        });
+    return absl::OkStatus();
+  }
+};
+
+TEST(RequestThen, R_ACT_9_AContinuationCannotStashItsReply) {
+  World w;
+  absl::Status stashed;
+  auto asker = *spawn<StashingAsker>(w.t.proc, "stashing-asker", &stashed);
+  asker.ref().send(w.t.client, Go{w.server.ref().port<Question>(), 4});
+  w.t.run();
+  EXPECT_EQ(stashed.code(), absl::StatusCode::kFailedPrecondition) << stashed;
+  EXPECT_EQ(asker.status().state, ActorState::kIdle);
 }
 
 TEST(RequestThen, R_ACT_10_OnAThreadedProc) {

@@ -87,6 +87,37 @@ TEST(Stash, R_ACT_9_QueuedBehindCountsWhatWaitsButNeitherTheStashNorTheCurrentMe
   EXPECT_EQ(log.done, (std::vector<int>{1, 2, 3, 4, 5}));
 }
 
+// Opens after `needed` Opens; each Open unstashes everything, so a Job is replayed and stashed
+// again several times (a stash re-stashed in place keeps its message).
+struct SlowGate : Actor, Handles<Job, Open> {
+  Log* log;
+  int needed;
+  SlowGate(Log* l, int n) : log(l), needed(n) {}
+  absl::Status handle(Context& cx, Job j) override {
+    if (needed > 0) return cx.stash(std::move(j));
+    log->done.push_back(j.n);
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context& cx, Open) override {
+    --needed;
+    cx.unstash_all();
+    return absl::OkStatus();
+  }
+};
+
+TEST(Stash, R_ACT_9_AMessageStashedAgainOnEveryReplayKeepsItsContentAndOrder) {
+  VirtualTimeProc t;
+  Log log;
+  auto g = *spawn<SlowGate>(t.proc, "gate", &log, 3);
+  for (int n = 1; n <= 5; ++n) g.ref().send(t.client, Job{n * 11});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(log.done.empty());
+    g.ref().send(t.client, Open{});
+    t.run();
+  }
+  EXPECT_EQ(log.done, (std::vector<int>{11, 22, 33, 44, 55}));
+}
+
 TEST(Stash, R_ACT_9_ARestartUnstashesForTheNewIncarnation) {
   VirtualTimeProc t;
   Log log;

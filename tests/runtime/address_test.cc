@@ -354,11 +354,16 @@ TEST(Location, R_ADDR_4_DefaultIsInproc0AndCopiesShareTheRep) {
   EXPECT_EQ(Location().to_string(), "inproc://0");
   EXPECT_FALSE(Location().is_via());
 
-  static_assert(sizeof(Location) == sizeof(std::shared_ptr<int>));
+  static_assert(sizeof(Location) == sizeof(void*));
   const Location loc = must(Location::parse("gw.tcp://127.0.0.1:4000"));
   const Location copy = loc;  // NOLINT(performance-unnecessary-copy-initialization)
   EXPECT_EQ(&copy.channel(), &loc.channel());
   EXPECT_EQ(copy.vias().data(), loc.vias().data());
+  // Interned: an equal location made any other way shares the same representation too.
+  const Location again = Location::via(Uid::singleton(label("gw")),
+                                       must(Location::parse("tcp://127.0.0.1:4000")));
+  EXPECT_EQ(&again.channel(), &loc.channel());
+  EXPECT_EQ(&must(Location::parse("gw.tcp://127.0.0.1:4000")).channel(), &loc.channel());
 }
 
 TEST(LocationDeathTest, R_ADDR_4_PeelingWithoutAViaAborts) {

@@ -4,6 +4,8 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -352,7 +354,7 @@ TEST(Envelope, R_ENV_4_SerializedAtMostOnceWhenLeaving) {
   EXPECT_EQ(must(back.data().take<EnvCounted>()).payload, (std::vector<int>{1, 2, 3}));
 }
 
-// BUG (runtime/src/message_envelope.cc, EnvelopePool / pool()): the envelope free list is a
+// BUG (runtime/src/envelope_pool.cc, EnvelopePool / pool()): the envelope free list is a
 // `thread_local EnvelopePool` with a destructor. An envelope deleted on a thread after that
 // thread's thread_locals were destroyed — any static or global that owns envelopes (a static Proc
 // with queued messages, a global Client, a static test fixture) is destroyed after them at exit —
@@ -372,6 +374,39 @@ TEST(EnvelopeDeathTest, EnvelopeOwnedByAStaticIsFreedCleanlyAtExit) {
         std::exit(0);
       },
       testing::ExitedWithCode(0), "");
+}
+
+// Envelopes made on one thread and freed on another (a sender outside the workers) come back to
+// the making thread from the other's overflow, a batch at a time (runtime/src/envelope_pool.h),
+// not one by one through the allocator.
+TEST(EnvelopePool, BlocksFreedOnAnotherThreadComeBackToTheAllocatingThreadInBatches) {
+  // Earlier tests may have left the (bounded) depot full: empty it first, so the batches below
+  // are the ones a thread takes.
+  std::vector<MessageEnvelope*> hold;
+  std::thread drainer([&] {
+    for (int i = 0; i < 64 * 256 + 1; ++i) hold.push_back(new MessageEnvelope());
+  });
+  drainer.join();
+  std::vector<MessageEnvelope*> made;
+  std::thread maker([&] {
+    for (int i = 0; i < 5000; ++i) made.push_back(new MessageEnvelope());
+  });
+  maker.join();
+  std::unordered_set<void*> freed(made.begin(), made.end());
+  std::thread freer([&] {
+    for (MessageEnvelope* e : made) delete e;  // past the thread's cap: batches to the depot
+  });
+  freer.join();
+  std::vector<MessageEnvelope*> again;
+  std::thread taker([&] {  // a fresh thread: nothing of its own to reuse
+    for (int i = 0; i < 256; ++i) again.push_back(new MessageEnvelope());
+  });
+  taker.join();
+  size_t reused = 0;
+  for (MessageEnvelope* e : again) reused += freed.contains(e) ? 1 : 0;
+  EXPECT_EQ(reused, again.size());
+  for (MessageEnvelope* e : again) delete e;
+  for (MessageEnvelope* e : hold) delete e;
 }
 
 // --- R-FAIL-1: kinds, reasons, factories ---------------------------------------------------------

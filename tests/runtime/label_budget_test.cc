@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "postal/runtime/address.h"
 #include "postal/runtime/label.h"
+#include "postal/runtime/location.h"
+#include "postal/wire/untrusted_scope.h"
 #include "postal/wire/codec.h"
 
 namespace postal::runtime {
@@ -60,6 +62,37 @@ TEST_F(LabelBudget, R_FLOW_4_NetworkInputCannotGrowTheLabelTableWithoutBound) {
   // Known labels keep decoding, and a local parse of a new label is never refused.
   EXPECT_TRUE(wire::decode<ActorAddr>(known).ok());
   EXPECT_TRUE(Label::parse(absl::StrCat(stem, "local")).ok());
+}
+
+// The same bound for the location intern table (location.h): locations are interned since the
+// Savina pass, and every payload's reply port and every DEFINE carries one from the network.
+TEST(LocationBudget, R_FLOW_4_NetworkInputCannotGrowTheLocationTableWithoutBound) {
+  const size_t saved = Location::untrusted_budget();
+  Location::set_untrusted_budget(Location::untrusted_count() + 5);
+  const std::string stem = absl::StrCat("ipc:///tmp/flood-", ::getpid(), "-");
+  ASSERT_TRUE(Location::parse(stem + "known").ok());  // a local parse: interned, not counted
+  int accepted = 0, refused = 0;
+  std::string message;
+  {
+    wire::UntrustedScope untrusted;
+    for (int i = 0; i < 20; ++i) {
+      absl::StatusOr<Location> got = Location::parse(absl::StrCat(stem, i));
+      if (got.ok()) {
+        ++accepted;
+      } else {
+        ++refused;
+        EXPECT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted);
+        message = std::string(got.status().message());
+      }
+    }
+    EXPECT_TRUE(Location::parse(stem + "known").ok()) << "a known location keeps parsing";
+    EXPECT_TRUE(Location::parse(stem + "0").ok()) << "so does one the budget took";
+  }
+  EXPECT_EQ(accepted, 5) << "exactly the budget's worth of new locations is taken";
+  EXPECT_EQ(refused, 15);
+  EXPECT_NE(message.find("used up"), std::string::npos) << message;
+  EXPECT_TRUE(Location::parse(stem + "local").ok()) << "a local parse is never refused";
+  Location::set_untrusted_budget(saved);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // runtime::Timers, the proc's timers (R-SUP-3): due order, periods, cancellation, the thread.
 #include "postal/runtime/timers.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -79,6 +80,31 @@ TEST(Timers, R_SUP_3_ATimerDueAfterTheThreadsNapStillFiresWhenTheNapEnds) {
   // The queue is empty: the thread naps Timers::kMaxNap; this one is due after that.
   timers.schedule(absl::Now() + Timers::kMaxNap + absl::Milliseconds(50), [&] { behind.Notify(); });
   EXPECT_TRUE(behind.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
+// Cancelled timers leave stale keys in the heap until they reach its top or a rebuild drops
+// them; neither may lose, reorder or fire a live timer, nor fire a cancelled one.
+TEST(Timers, R_SUP_3_ManyCancelledTimersLeaveTheLiveOnesInDueOrder) {
+  ManualTimers m;
+  std::vector<int> fired;
+  std::vector<uint64_t> cancelled;
+  for (int i = 0; i < 1000; ++i) {  // every tenth stays; the rest are set and cancelled
+    const int due_s = 1 + (i * 7919) % 1000;  // a permutation of 1..1000 seconds
+    const uint64_t id =
+        m.timers.schedule(m.now + absl::Seconds(due_s), [&fired, due_s] { fired.push_back(due_s); });
+    if (i % 10 == 0) continue;
+    cancelled.push_back(id);
+    EXPECT_TRUE(m.timers.cancel(id));
+  }
+  EXPECT_EQ(m.timers.size(), 100u);
+  for (uint64_t id : cancelled) EXPECT_FALSE(m.timers.pending(id));
+  m.now += absl::Seconds(500);
+  const size_t first = m.timers.fire_due();
+  m.now += absl::Seconds(500);
+  EXPECT_EQ(first + m.timers.fire_due(), 100u);
+  ASSERT_EQ(fired.size(), 100u);
+  EXPECT_TRUE(std::is_sorted(fired.begin(), fired.end()));
+  EXPECT_EQ(m.timers.size(), 0u);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -103,7 +104,18 @@ class Context : public runtime::SendContext, public internal::ReplyPorts {
   // Stash (see the header comment). Only the message being handled, of its own type, once.
   template <wire::RegisteredMessage M>
   absl::Status stash(M message) {
-    return stash_current(wire::type_hash<M>(), wire::Any::make(std::move(message)));
+    wire::Any* slot = nullptr;
+    if (absl::Status s = stash_current(wire::type_hash<M>(), &slot); !s.ok()) return s;
+    // The envelope still holds the (moved-from) message the handler took: it takes it back in
+    // place, so re-stashing a replayed message allocates nothing.
+    M* held = nullptr;
+    if constexpr (std::is_move_assignable_v<M>) held = slot->get<M>();
+    if (held != nullptr) {
+      *held = std::move(message);
+    } else {
+      *slot = wire::Any::make(std::move(message));
+    }
+    return absl::OkStatus();
   }
   virtual void unstash_all() = 0;
   virtual size_t stashed() const = 0;
@@ -119,7 +131,8 @@ class Context : public runtime::SendContext, public internal::ReplyPorts {
   }
 
  protected:
-  virtual absl::Status stash_current(uint64_t type_hash, wire::Any message) = 0;
+  // Marks the handler message being handled as stashed; `*slot` is its envelope's data.
+  virtual absl::Status stash_current(uint64_t type_hash, wire::Any** slot) = 0;
   using EnvelopeMaker = std::function<runtime::EnvelopePtr()>;
   // `period` zero: once. The maker runs on the timer's thread at each firing.
   virtual TimerHandle start_timer(absl::Duration delay, absl::Duration period,

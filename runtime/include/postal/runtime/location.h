@@ -22,10 +22,14 @@
 // first "://" and splits everything before it on '.'.
 //
 // Value semantics and cost
-//   Location is an immutable value whose copy is one shared_ptr copy (no allocation); making a
-//   new one (`addr`, `via`, `inner`, `parse`) allocates once. A default-constructed Location is
-//   `inproc://0` with no vias and does not allocate. Equality and the hash compare the vias and
-//   the channel, not the pointer.
+//   Location is an immutable value whose copy is one pointer copy: its representation is
+//   interned, one per distinct location for the life of the process (as labels are, label.h), so
+//   copying and dropping an address touches no reference count — every envelope copies two, and
+//   the proc's own location is shared by all its actors on every thread. Making a location
+//   (`addr`, `via`, `inner`, `parse`) looks it up in the intern table under a mutex, and
+//   allocates the first time only. What network input may add to the table is bounded (`parse`
+//   below); what the process makes itself is not, like its labels. A default-constructed Location is `inproc://0` with no vias.
+//   Equality and the hash compare the vias and the channel.
 //
 // Failure
 //   `parse` and the fallible factories never throw or crash; they return `InvalidArgument` that
@@ -36,6 +40,7 @@
 #ifndef POSTAL_RUNTIME_LOCATION_H_
 #define POSTAL_RUNTIME_LOCATION_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -146,7 +151,14 @@ class Location {
   const ChannelAddr& channel() const { return rep().addr; }
 
   std::string to_string() const;
+  // Under a `wire::UntrustedScope` (decoding network input), a location new to the intern table
+  // counts against the untrusted budget (default 65 536): past it, `parse` of a location the
+  // table does not hold fails with ResourceExhausted — its envelope fails to decode — while
+  // known locations keep parsing and local parses are never refused (R-FLOW-4, as for labels).
   static absl::StatusOr<Location> parse(std::string_view text);
+  static void set_untrusted_budget(std::size_t locations);
+  static std::size_t untrusted_budget();
+  static std::size_t untrusted_count();  // how many network input has added
 
   friend bool operator==(const Location& a, const Location& b) {
     if (a.rep_ == b.rep_) return true;
@@ -178,14 +190,18 @@ class Location {
     std::vector<Uid> vias;  // Outermost first.
     ChannelAddr addr;
   };
-  explicit Location(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
+  struct RepHash;
+  struct RepEq;
+  explicit Location(const Rep* rep) : rep_(rep) {}
+  // The interned representation equal to `rep` (location.cc).
+  // Null when `untrusted` and the rep is new past the untrusted budget (R-FLOW-4).
+  static const Rep* intern(Rep rep, bool untrusted = false);
   const Rep& rep() const;
 
-  std::shared_ptr<const Rep> rep_;  // Null means the default, `inproc://0`.
+  const Rep* rep_ = nullptr;  // Interned, never freed; null means the default, `inproc://0`.
 };
 
-static_assert(sizeof(Location) == sizeof(std::shared_ptr<int>),
-              "a Location copy is one shared_ptr copy");
+static_assert(sizeof(Location) == sizeof(void*), "a Location copy is one pointer copy");
 
 std::ostream& operator<<(std::ostream& os, ChannelAddr::Transport transport);
 std::ostream& operator<<(std::ostream& os, const ChannelAddr& addr);

@@ -43,6 +43,9 @@ class PortSink {
   virtual ~PortSink() = default;
   virtual void deliver(EnvelopePtr env) = 0;
   virtual void fail(const DeliveryFailure&) {}
+  // The request whose reply port is `index` came back undeliverable; a sink serving several
+  // ports tells them apart here.
+  virtual void fail_port(uint64_t /*index*/, const DeliveryFailure& failure) { fail(failure); }
   virtual SinkInfo info() const { return {}; }
   // R-FLOW-1: reserves room for `env` before `deliver` (an admitted envelope must then be
   // delivered). Unbounded sinks admit everything.

@@ -11,11 +11,18 @@
 // too. Deterministic procs have no thread: a callback fires only when `fire_due()` runs, which
 // `Scheduler::step()` does before each step, so a test moves virtual time by advancing its clock
 // and stepping (nothing ever sleeps).
+//
+// Cost: a request sets a timeout and nearly always cancels it (R-REQ-*, R-ACT-10), so schedule
+// and cancel are the hot path, both O(1) amortized: the live timers are a hash map by id, and a
+// binary heap of (due, id) orders them; cancel only erases from the map, and a heap key whose
+// timer is gone (or was re-armed) is dropped when it reaches the top, or by a rebuild once stale
+// keys outnumber live ones. The thread sleeps on a CondVar that only a timer due before its wake
+// time (or stop) signals, so an ordinary schedule/cancel never wakes it or makes it re-check.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <map>
+#include <vector>
 #include <thread>
 #include <utility>
 
@@ -54,17 +61,28 @@ class Timers {
   struct Entry {
     std::function<void()> fn;
     absl::Duration period;
+    absl::Time due;  // the heap key that is live for this timer
   };
   using Key = std::pair<absl::Time, uint64_t>;
+  // Orders std::*_heap as a min-heap on (due, id).
+  struct Later {
+    bool operator()(const Key& a, const Key& b) const { return a > b; }
+  };
 
   void run();
+  // The heap key is still the live one of its timer.
+  bool live(const Key& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void push(const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pops stale keys off the top, so heap_.front() (if any) is a live timer.
+  void drop_stale_top() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock clock_;
   const bool threaded_;
   absl::Mutex fire_mu_;  // one fire_due at a time
   mutable absl::Mutex mu_;
-  std::map<Key, Entry> queue_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, absl::Time> due_of_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar wake_;  // signalled only when the thread must wake before its nap ends
+  absl::flat_hash_map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);  // the live timers
+  std::vector<Key> heap_ ABSL_GUARDED_BY(mu_);  // may hold stale keys (see the header)
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t firing_ ABSL_GUARDED_BY(mu_) = 0;  // the id whose callback runs now
   bool firing_cancelled_ ABSL_GUARDED_BY(mu_) = false;
