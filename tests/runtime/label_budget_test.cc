@@ -31,7 +31,8 @@ std::string wire_bytes(const std::string& text) {
 TEST_F(LabelBudget, R_FLOW_4_NetworkInputCannotGrowTheLabelTableWithoutBound) {
   // The bytes are made first: encoding parses (locally) labels that must not be in the table yet,
   // so make them with labels that exist, then swap their text for fresh ones of the same length.
-  const std::string stem = absl::StrCat("flood", ::getpid() % 100000);
+  static int run = 0;  // fresh labels on every run (--gtest_repeat)
+  const std::string stem = absl::StrCat("flood", ::getpid() % 100000, "r", run++);
   Label::set_untrusted_budget(Label::untrusted_count() + 5);
   const std::string known = wire_bytes("known.proc@tcp://127.0.0.1:1");
   int accepted = 0, refused = 0;
@@ -69,7 +70,8 @@ TEST_F(LabelBudget, R_FLOW_4_NetworkInputCannotGrowTheLabelTableWithoutBound) {
 TEST(LocationBudget, R_FLOW_4_NetworkInputCannotGrowTheLocationTableWithoutBound) {
   const size_t saved = Location::untrusted_budget();
   Location::set_untrusted_budget(Location::untrusted_count() + 5);
-  const std::string stem = absl::StrCat("ipc:///tmp/flood-", ::getpid(), "-");
+  static int run = 0;  // fresh locations on every run (--gtest_repeat)
+  const std::string stem = absl::StrCat("ipc:///tmp/flood-", ::getpid(), "-", run++, "-");
   ASSERT_TRUE(Location::parse(stem + "known").ok());  // a local parse: interned, not counted
   int accepted = 0, refused = 0;
   std::string message;
