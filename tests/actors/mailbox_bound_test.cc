@@ -295,95 +295,94 @@ TEST(MailboxBound, R_FLOW_1_ADeterministicProcFailsInsteadOfBlocking) {
   EXPECT_EQ(back.transport, TransportReason::kOverloaded) << back.to_string();
 }
 
-TEST(MailboxBound, R_FLOW_1_BlockWaitsUpToItsTimeoutThenReturnsOverloaded) {
-  Fixture f(ProcOptions::threads(1));
+// A sink bounded to 1 message, blocking senders for up to `block_timeout`, whose handler holds
+// Item 1 until `gate` opens: once holding(), the mailbox is full and the next send waits.
+struct FullSink {
+  explicit FullSink(absl::Duration block_timeout) : f(ProcOptions::threads(1)) {
+    MailboxBound b = bound(1, OverloadPolicy::kBlock);
+    b.block_timeout = block_timeout;
+    a = *spawn<Sink>(f.proc, SpawnOptions::bounded(b), "sink", &seen, &gate, &started);
+    a.ref().send(*f.client, Item{1});
+  }
+  bool holding() const {
+    return wait_for([&] { return started.load() == 1; });
+  }
+
+  Fixture f;
   std::vector<int> seen;
   std::atomic<bool> gate{false};
   std::atomic<int> started{0};
-  MailboxBound b = bound(1, OverloadPolicy::kBlock);
-  b.block_timeout = absl::Milliseconds(150);
-  auto a = *spawn<Sink>(f.proc, SpawnOptions::bounded(b), "sink", &seen, &gate, &started);
-  a.ref().send(*f.client, Item{1});
-  ASSERT_TRUE(wait_for([&] { return started.load() == 1; }));  // being handled: the mailbox is full
+  ActorHandle<Sink> a;
+};
+
+TEST(MailboxBound, R_FLOW_1_BlockWaitsUpToItsTimeoutThenReturnsOverloaded) {
+  FullSink full(absl::Milliseconds(150));  // a 1-message sink busy with Item 1: the next send waits
+  ASSERT_TRUE(full.holding());
   const absl::Time t0 = absl::Now();
-  a.ref().send(*f.client, Item{2});  // the Client's own thread waits, then gives up
+  full.a.ref().send(*full.f.client, Item{2});  // the Client's own thread waits, then gives up
   const absl::Duration waited = absl::Now() - t0;
   EXPECT_GE(waited, absl::Milliseconds(140));
   EXPECT_LT(waited, absl::Seconds(5));
-  DeliveryFailure back = f.next_failure();
+  DeliveryFailure back = full.f.next_failure();
   EXPECT_EQ(back.transport, TransportReason::kOverloaded) << back.to_string();
-  gate.store(true);
-  ASSERT_TRUE(wait_for([&] { return a.status().state == ActorState::kIdle; }));
-  EXPECT_EQ(seen, (std::vector<int>{1}));
+  full.gate.store(true);
+  ASSERT_TRUE(wait_for([&] { return full.a.status().state == ActorState::kIdle; }));
+  EXPECT_EQ(full.seen, (std::vector<int>{1}));
 }
 
 TEST(MailboxBound, R_FLOW_1_ABlockedSenderGoesOnWhenTheConsumerDrains) {
-  Fixture f(ProcOptions::threads(1));
-  std::vector<int> seen;
-  std::atomic<bool> gate{false};
-  std::atomic<int> started{0};
-  MailboxBound b = bound(1, OverloadPolicy::kBlock);
-  b.block_timeout = absl::Seconds(20);
-  auto a = *spawn<Sink>(f.proc, SpawnOptions::bounded(b), "sink", &seen, &gate, &started);
-  a.ref().send(*f.client, Item{1});
-  ASSERT_TRUE(wait_for([&] { return started.load() == 1; }));
+  FullSink full(absl::Seconds(20));  // a 1-message sink busy with Item 1: the next send waits
+  ASSERT_TRUE(full.holding());
   std::atomic<bool> sending{false}, sent{false};
   std::thread sender([&] {
     sending.store(true);
-    a.ref().send(*f.client, Item{2});
+    full.a.ref().send(*full.f.client, Item{2});
     sent.store(true);
   });
   ASSERT_TRUE(wait_for([&] { return sending.load(); }));
   EXPECT_FALSE(wait_for([&] { return sent.load(); }, absl::Milliseconds(100)));  // it waits
-  gate.store(true);  // the consumer drains: the sender goes on long before its timeout
+  full.gate.store(true);  // the consumer drains: the sender goes on long before its timeout
   ASSERT_TRUE(wait_for([&] { return sent.load(); }, absl::Seconds(10)));
   sender.join();
-  ASSERT_TRUE(
-      wait_for([&] { return started.load() == 2 && a.status().state == ActorState::kIdle; }));
-  EXPECT_EQ(seen, (std::vector<int>{1, 2}));
-  EXPECT_TRUE(f.no_returns());
+  ASSERT_TRUE(wait_for(
+      [&] { return full.started.load() == 2 && full.a.status().state == ActorState::kIdle; }));
+  EXPECT_EQ(full.seen, (std::vector<int>{1, 2}));
+  EXPECT_TRUE(full.f.no_returns());
 }
 
 // Room wakes a blocked sender once per wait (cell_bounds.cc): a sender that waited before and
 // was woken must be woken again the next time it waits.
 TEST(MailboxBound, R_FLOW_1_ASenderThatWaitsAgainIsWokenAgain) {
-  Fixture f(ProcOptions::threads(1));
-  std::vector<int> seen;
-  std::atomic<bool> gate{false};
-  std::atomic<int> started{0};
-  MailboxBound b = bound(1, OverloadPolicy::kBlock);
-  b.block_timeout = absl::Seconds(20);
-  auto a = *spawn<Sink>(f.proc, SpawnOptions::bounded(b), "sink", &seen, &gate, &started);
-  a.ref().send(*f.client, Item{1});
-  ASSERT_TRUE(wait_for([&] { return started.load() == 1; }));
+  FullSink full(absl::Seconds(20));  // a 1-message sink busy with Item 1: the next send waits
+  ASSERT_TRUE(full.holding());
   std::atomic<int> sent{0};
   std::atomic<bool> again{false};
   std::thread sender([&] {
-    a.ref().send(*f.client, Item{2});  // waits: the sink holds Item 1
+    full.a.ref().send(*full.f.client, Item{2});  // waits: the sink holds Item 1
     sent.store(1);
     while (!again.load()) std::this_thread::yield();
-    a.ref().send(*f.client, Item{3});  // the sink takes it and holds it (the gate is shut)
+    full.a.ref().send(*full.f.client,
+                      Item{3});  // the sink takes it and holds it (the gate is shut)
     sent.store(2);
-    a.ref().send(*f.client, Item{4});  // waits again
+    full.a.ref().send(*full.f.client, Item{4});  // waits again
     sent.store(3);
   });
   EXPECT_FALSE(wait_for([&] { return sent.load() == 1; }, absl::Milliseconds(100)));
-  gate.store(true);
+  full.gate.store(true);
   ASSERT_TRUE(wait_for([&] { return sent.load() == 1; }, absl::Seconds(10)));
-  ASSERT_TRUE(wait_for([&] {
-    return started.load() == 2 && a.status().state == ActorState::kIdle;
-  }));
-  gate.store(false);
+  ASSERT_TRUE(wait_for(
+      [&] { return full.started.load() == 2 && full.a.status().state == ActorState::kIdle; }));
+  full.gate.store(false);
   again.store(true);
-  ASSERT_TRUE(wait_for([&] { return sent.load() == 2 && started.load() == 3; }));
+  ASSERT_TRUE(wait_for([&] { return sent.load() == 2 && full.started.load() == 3; }));
   EXPECT_FALSE(wait_for([&] { return sent.load() == 3; }, absl::Milliseconds(100)));  // waits
-  gate.store(true);  // the sender goes on long before its 20-s timeout
+  full.gate.store(true);  // the sender goes on long before its 20-s timeout
   ASSERT_TRUE(wait_for([&] { return sent.load() == 3; }, absl::Seconds(10)));
   sender.join();
-  ASSERT_TRUE(
-      wait_for([&] { return started.load() == 4 && a.status().state == ActorState::kIdle; }));
-  EXPECT_EQ(seen, (std::vector<int>{1, 2, 3, 4}));
-  EXPECT_TRUE(f.no_returns());
+  ASSERT_TRUE(wait_for(
+      [&] { return full.started.load() == 4 && full.a.status().state == ActorState::kIdle; }));
+  EXPECT_EQ(full.seen, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_TRUE(full.f.no_returns());
 }
 
 TEST(MailboxBound, R_FLOW_1_ABlockedFiberLeavesItsWorkerToTheConsumer) {
