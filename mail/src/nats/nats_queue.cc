@@ -1,0 +1,254 @@
+#include "nats_queue.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "cereal/types/string.hpp"
+#include "nlohmann/json.hpp"
+#include "postal/mail/mail_errors.h"
+#include "postal/runtime/logger.h"
+#include "postal/wire/absl_compat.h"
+#include "postal/wire/codec.h"
+
+namespace postal::mail::nats {
+namespace {
+
+// A letter as the body of a stream message; `to` is the mailbox, known from the subject.
+struct StoredLetter {
+  std::string id, from;
+  wire::Headers headers;
+  uint64_t type_hash = 0;  // 0: no body
+  std::string bytes;
+  template <class A>
+  void serialize(A& a) {
+    a(id, from, headers, type_hash, bytes);
+  }
+};
+
+// FNV-1a over `bytes` from `basis`: a consumer name that is the same in every process.
+uint64_t fnv1a(std::string_view bytes, uint64_t basis) {
+  uint64_t h = basis;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+uint64_t count_of(const nlohmann::json& j, std::string_view key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+}
+
+// The delivery count and stream sequence from a JetStream ack subject:
+// `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.…` (9 tokens) or, with a domain,
+// `$JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>.…` (11 or more).
+bool parse_ack_subject(std::string_view subject, uint64_t& delivered, uint64_t& sseq) {
+  std::vector<std::string> t = absl::StrSplit(sv(subject), '.');
+  if (t.size() < 9 || t[0] != "$JS" || t[1] != "ACK") return false;
+  const size_t at = t.size() == 9 ? 4 : 6;
+  return absl::SimpleAtoi(t[at], &delivered) && absl::SimpleAtoi(t[at + 1], &sseq);
+}
+
+const char* ack_body(AckKind kind) {
+  switch (kind) {
+    case AckKind::kAck: return "+ACK";
+    case AckKind::kNak: return "-NAK";
+    case AckKind::kTerm: return "+TERM";
+    case AckKind::kProgress: return "+WPI";
+  }
+  return "+ACK";
+}
+
+}  // namespace
+
+QueueStream::QueueStream(const NatsLink& link, Config config)
+    : link_(link),
+      config_(std::move(config)),
+      stream_(absl::StrCat(config_.prefix, "_QUEUE")),
+      subjects_(absl::StrCat(absl::AsciiStrToLower(config_.prefix), ".queue.")) {}
+
+absl::Status QueueStream::ensure() {
+  int jerr = 0;
+  absl::StatusOr<nlohmann::json> info =
+      link_.api(absl::StrCat("STREAM.INFO.", stream_), nlohmann::json::object(), &jerr);
+  if (!info.ok() && jerr == JSStreamNotFoundErr) {
+    info = link_.api(absl::StrCat("STREAM.CREATE.", stream_),
+                     nlohmann::json{{"name", stream_},
+                                    {"subjects", {absl::StrCat(subjects_, ">")}},
+                                    {"storage", "file"},
+                                    {"retention", "workqueue"},
+                                    {"discard", "old"},
+                                    {"num_replicas", config_.replicas}});
+  }
+  return info.status();
+}
+
+std::string QueueStream::subject(const std::string& address) const {
+  return absl::StrCat(subjects_, hex(address));
+}
+
+std::string QueueStream::consumer_name(const std::string& address) const {
+  return absl::StrFormat("Q%016x%016x", fnv1a(address, 0xcbf29ce484222325ULL),
+                         fnv1a(address, 0x84222325cbf29ce4ULL));
+}
+
+absl::Status QueueStream::ensure_consumer(const std::string& address) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (consumers_.contains(address)) return absl::OkStatus();
+  }
+  const std::string name = consumer_name(address);
+  absl::StatusOr<nlohmann::json> made = link_.api(
+      absl::StrCat("CONSUMER.DURABLE.CREATE.", stream_, ".", name),
+      nlohmann::json{{"stream_name", stream_},
+                     {"config",
+                      {{"durable_name", name},
+                       {"deliver_policy", "all"},
+                       {"ack_policy", "explicit"},
+                       {"ack_wait", absl::ToInt64Nanoseconds(config_.ack_wait)},
+                       {"max_deliver", -1},
+                       {"filter_subject", subject(address)},
+                       {"max_ack_pending", config_.max_ack_pending},
+                       {"max_waiting", 1024},
+                       {"num_replicas", config_.replicas}}}});
+  if (!made.ok()) return made.status();
+  absl::MutexLock lock(&mu_);
+  consumers_.insert(address);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> QueueStream::publish(const std::string& address, const Letter& letter) {
+  StoredLetter stored{letter.id, letter.from, letter.headers, 0, {}};
+  if (!letter.body.empty()) {
+    absl::StatusOr<std::string> bytes = letter.body.bytes();
+    if (!bytes.ok()) return bytes.status();
+    stored.type_hash = letter.body.type_hash();
+    stored.bytes = *std::move(bytes);
+  }
+  absl::StatusOr<std::string> body = wire::encode(stored, "a letter");
+  if (!body.ok()) return body.status();
+  const std::string subj = subject(address);
+  jsPubAck* ack = nullptr;
+  jsErrCode jerr = jsErrCode(0);
+  natsStatus s = js_Publish(&ack, link_.js(), subj.c_str(), body->data(),
+                            static_cast<int>(body->size()), nullptr, &jerr);
+  if (s != NATS_OK) return link_.error(absl::StrCat("storing a letter for ", address), s, jerr);
+  const uint64_t seq = ack->Sequence;
+  jsPubAck_Destroy(ack);
+  return seq;
+}
+
+absl::StatusOr<std::vector<Pulled>> QueueStream::pull(const std::string& address, size_t batch,
+                                                      absl::Duration wait) {
+  if (absl::Status s = ensure_consumer(address); !s.ok()) return s;
+  natsInbox* inbox = nullptr;
+  natsSubscription* sub = nullptr;
+  natsStatus s = natsInbox_Create(&inbox);
+  if (s == NATS_OK) s = natsConnection_SubscribeSync(&sub, link_.nc(), inbox);
+  nlohmann::json request{{"batch", batch}};
+  if (wait > absl::ZeroDuration()) {
+    request["expires"] = absl::ToInt64Nanoseconds(wait);
+  } else {
+    request["no_wait"] = true;
+  }
+  const std::string body = request.dump();
+  const std::string next =
+      absl::StrCat("$JS.API.CONSUMER.MSG.NEXT.", stream_, ".", consumer_name(address));
+  if (s == NATS_OK) {
+    s = natsConnection_PublishRequest(link_.nc(), next.c_str(), inbox, body.data(),
+                                      static_cast<int>(body.size()));
+  }
+  std::vector<Pulled> out;
+  const std::string& to = address;
+  // The server ends a request it cannot fill with a status message (404 none, 408 expired);
+  // one it fills ends with its last message.
+  const int64_t limit_ms = absl::ToInt64Milliseconds(wait) + link_.timeout_ms();
+  while (s == NATS_OK && out.size() < batch) {
+    natsMsg* msg = nullptr;
+    s = natsSubscription_NextMsg(&msg, sub, limit_ms);
+    if (s != NATS_OK) break;
+    const char* status = nullptr;
+    if (natsMsgHeader_Get(msg, "Status", &status) == NATS_OK) {
+      natsMsg_Destroy(msg);
+      break;
+    }
+    Pulled p;
+    p.ack_subject = natsMsg_GetReply(msg) != nullptr ? natsMsg_GetReply(msg) : "";
+    parse_ack_subject(p.ack_subject, p.deliveries, p.stream_seq);
+    absl::StatusOr<StoredLetter> stored = wire::decode<StoredLetter>(
+        std::string_view(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg))),
+        "a stored letter");
+    natsMsg_Destroy(msg);
+    if (!stored.ok()) {
+      runtime::Logger::mail().warn(absl::StrCat("nats provider: message ", p.stream_seq, " of ", to,
+                                                " does not decode (", stored.status().ToString(),
+                                                "); terminated"));
+      ack(p.ack_subject, AckKind::kTerm);
+      continue;
+    }
+    p.letter.id = std::move(stored->id);
+    p.letter.from = std::move(stored->from);
+    p.letter.to = to;
+    p.letter.headers = std::move(stored->headers);
+    if (stored->type_hash != 0) {
+      p.letter.body = Body::from_bytes(stored->type_hash, std::move(stored->bytes));
+    }
+    out.push_back(std::move(p));
+  }
+  if (sub != nullptr) {
+    natsSubscription_Unsubscribe(sub);
+    natsSubscription_Destroy(sub);
+  }
+  natsInbox_Destroy(inbox);
+  if (s != NATS_OK && s != NATS_TIMEOUT && out.empty()) {
+    return link_.error(absl::StrCat("fetching from ", address), s);
+  }
+  return out;
+}
+
+bool QueueStream::ack(const std::string& ack_subject, AckKind kind) {
+  if (ack_subject.empty()) return false;
+  const char* body = ack_body(kind);
+  natsMsg* reply = nullptr;
+  natsStatus s = natsConnection_RequestString(&reply, link_.nc(), ack_subject.c_str(), body,
+                                              link_.timeout_ms());
+  if (reply != nullptr) natsMsg_Destroy(reply);
+  if (s != NATS_OK) {
+    runtime::Logger::mail().warn(absl::StrCat("nats provider: ", body, " to ", ack_subject,
+                                              " was not confirmed: ", natsStatus_GetText(s)));
+  }
+  return s == NATS_OK;
+}
+
+absl::StatusOr<QueueCounts> QueueStream::counts(const std::string& address) {
+  QueueCounts c;
+  const std::string subj = subject(address);
+  absl::StatusOr<nlohmann::json> info = link_.api(absl::StrCat("STREAM.INFO.", stream_),
+                                                  nlohmann::json{{"subjects_filter", subj}});
+  if (!info.ok()) return info.status();
+  const nlohmann::json::json_pointer subjects("/state/subjects");
+  if (info->contains(subjects)) c.stored = count_of(info->at(subjects), subj);
+  int jerr = 0;
+  absl::StatusOr<nlohmann::json> consumer = link_.api(
+      absl::StrCat("CONSUMER.INFO.", stream_, ".", consumer_name(address)), nlohmann::json::object(),
+      &jerr);
+  if (consumer.ok()) {
+    c.consumer = true;
+    c.ack_pending = count_of(*consumer, "num_ack_pending");
+  } else if (jerr != JSConsumerNotFoundErr) {
+    return consumer.status();
+  }
+  return c;
+}
+
+absl::StatusOr<uint64_t> QueueStream::purge() {
+  absl::StatusOr<nlohmann::json> r =
+      link_.api(absl::StrCat("STREAM.PURGE.", stream_), nlohmann::json::object());
+  if (!r.ok()) return r.status();
+  return count_of(*r, "purged");
+}
+
+}  // namespace postal::mail::nats
