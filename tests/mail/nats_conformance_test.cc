@@ -2,13 +2,14 @@
 // nats-server with JetStream (one per test program, each test on a prefix of its own), and what
 // only `nats` promises: mailboxes shared by providers on separate connections, a held copy kept
 // from everyone else while its holder lives, the server's ack wait as the backstop.
-#include "postal/mail/nats_provider.h"
-
 #include <atomic>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "mail_conformance.h"
+#include "postal/mail/mail_errors.h"
+#include "postal/mail/nats_provider.h"
+#include "support/child_process.h"
 #include "support/nats_server.h"
 #include "support/scratch_dir.h"
 
@@ -47,6 +48,111 @@ ProviderFactory NatsFactory() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Nats, MailConformance, ::testing::Values(NatsFactory()), ConformanceName);
+
+constexpr const char* kInbox = "nats://orders@shop.test/inbox";
+
+// Two providers of one prefix on separate connections, as two processes would be; real time.
+class NatsProviderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(server(), nullptr) << NatsServer::kMissing;
+    prefix_ = fresh_prefix();
+    // A short ack wait, so the keep-alive of held copies is exercised by every test.
+    a_ = office(absl::Seconds(1));
+    b_ = office(absl::Seconds(1));
+    ASSERT_TRUE(a_ && b_);
+  }
+  std::unique_ptr<PostOffice> office(absl::Duration ack_wait) {
+    absl::StatusOr<std::unique_ptr<NatsProvider>> p = NatsProvider::create(
+        {.url = server()->url(), .prefix = prefix_, .server_ack_wait = ack_wait});
+    auto o = std::make_unique<PostOffice>();
+    if (!p.ok() || !o->register_provider(*std::move(p)).ok() || !o->start().ok()) return nullptr;
+    return o;
+  }
+  static std::vector<Delivery> poll(PostOffice& o, absl::Duration wait, AckMode ack) {
+    absl::StatusOr<std::vector<Delivery>> got =
+        o.fetch_batch(kInbox, {.ack = ack, .max_messages = 1, .max_wait = wait});
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? *std::move(got) : std::vector<Delivery>{};
+  }
+
+  std::string prefix_;
+  std::unique_ptr<PostOffice> a_, b_;
+};
+
+TEST_F(NatsProviderTest, AMailboxIsSharedByEveryProviderOfThePrefix) {
+  ASSERT_TRUE(a_->post(kInbox, Letter::text("one")).ok());
+  ASSERT_TRUE(a_->post(kInbox, Letter::text("two")).ok());
+  std::optional<Delivery> first = *b_->fetch(kInbox, {});
+  std::optional<Delivery> second = *a_->fetch(kInbox, {});
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(text_of(first->letter()), "one");  // one queue: stream order across consumers
+  EXPECT_EQ(text_of(second->letter()), "two");
+  EXPECT_EQ(b_->status(kInbox)->unread_count, 0u);
+}
+
+TEST_F(NatsProviderTest, AHeldCopyIsNobodyElsesUntilItsHolderReturnsIt) {
+  ASSERT_TRUE(a_->post(kInbox, Letter::text("x")).ok());
+  std::optional<Delivery> held = *a_->fetch(kInbox, {.ack = AckMode::kManual});
+  ASSERT_TRUE(held.has_value());
+  EXPECT_FALSE(b_->fetch(kInbox, {})->has_value());
+  EXPECT_EQ(b_->status(kInbox)->in_flight_count, 1u);
+  a_->stop();  // a stopping provider returns what it holds
+  std::vector<Delivery> back = poll(*b_, absl::Seconds(10), AckMode::kAuto);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].letter().headers.get(kRound), 2u);
+  EXPECT_FALSE(held->ack()) << "a stopped provider settles nothing";
+}
+
+// The server's ack wait is the backstop: a process killed while it holds a copy under a lease
+// that never expires loses it to the others one ack wait (1 s here) later, not never.
+TEST_F(NatsProviderTest, ACopyHeldByAKilledProcessComesBackAfterTheServersAckWait) {
+  ASSERT_TRUE(a_->post(kInbox, Letter::text("orphan")).ok());
+  test_support::ScratchDir dir;
+  const std::filesystem::path log = dir.path() / "child.log";
+  test_support::ChildProcess child(NATS_PROVIDER_CHILD, {server()->url(), prefix_, kInbox}, log);
+  ASSERT_TRUE(test_support::wait_log_lines(log, "holding orphan", 1)) << log;
+  // Alive, the child keeps the copy in progress: three ack waits pass and nobody else gets it.
+  EXPECT_TRUE(poll(*b_, absl::Seconds(3), AckMode::kAuto).empty());
+  child.kill();
+  std::vector<Delivery> back = poll(*b_, absl::Seconds(20), AckMode::kAuto);
+  ASSERT_EQ(back.size(), 1u) << "the killed holder's copy never came back";
+  EXPECT_EQ(text_of(back[0].letter()), "orphan");
+  EXPECT_EQ(back[0].letter().headers.get(kRound), 2u);
+}
+
+TEST_F(NatsProviderTest, PushSubscriptionsAreRefusedAsUndeclaredAndChangeNothing) {
+  EXPECT_FALSE(a_->provider("nats")->can(Capability::kSubscribe));
+  absl::StatusOr<Subscription> sub =
+      a_->subscribe(kInbox, [](const Letter&) { return absl::OkStatus(); });
+  ASSERT_FALSE(sub.ok());
+  EXPECT_TRUE(IsUnsupportedCapability(sub.status())) << sub.status();
+  EXPECT_EQ(a_->post(kInbox, Letter::text("x"))->path, PostPath::kQueued);
+}
+
+TEST(NatsProvider, BadOptionsAreRefusedBeforeConnecting) {
+  for (NatsProviderOptions bad :
+       {NatsProviderOptions{.prefix = "lower"}, NatsProviderOptions{.prefix = "A.B"},
+        NatsProviderOptions{.prefix = std::string(33, 'A')}, NatsProviderOptions{.replicas = 0},
+        NatsProviderOptions{.timeout = absl::ZeroDuration()},
+        NatsProviderOptions{.server_ack_wait = absl::Milliseconds(10)},
+        NatsProviderOptions{.max_held = 0}}) {
+    absl::StatusOr<std::unique_ptr<NatsProvider>> p = NatsProvider::create(bad);
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+  }
+}
+
+TEST(NatsProvider, AServerThatIsNotThereFailsStartWithIoFailedNamingIt) {
+  const std::string url = "nats://127.0.0.1:1";
+  absl::StatusOr<std::unique_ptr<NatsProvider>> p =
+      NatsProvider::create({.url = url, .timeout = absl::Milliseconds(500)});
+  ASSERT_TRUE(p.ok());
+  absl::Status s = (*p)->start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(IsIoFailed(s)) << s;
+  EXPECT_NE(s.message().find(url), std::string::npos) << s;
+}
 
 }  // namespace
 }  // namespace postal::mail::testing

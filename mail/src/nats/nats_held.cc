@@ -94,10 +94,16 @@ HeldCopies::Held* HeldCopies::live(const CopyKey& key) {
 bool HeldCopies::settle(const CopyKey& key, Disposition disposition) {
   AckKind kind = AckKind::kAck;
   switch (disposition) {
-    case Disposition::kHandled: kind = AckKind::kAck; break;
-    case Disposition::kUnhandled: kind = AckKind::kNak; break;
+    case Disposition::kHandled:
+      kind = AckKind::kAck;
+      break;
+    case Disposition::kUnhandled:
+      kind = AckKind::kNak;
+      break;
     case Disposition::kDiscard:
-    case Disposition::kTerminate: kind = AckKind::kTerm; break;
+    case Disposition::kTerminate:
+      kind = AckKind::kTerm;
+      break;
   }
   std::string subject;
   std::shared_ptr<QueueConn> conn;

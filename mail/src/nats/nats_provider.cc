@@ -46,22 +46,20 @@ struct NatsProvider::State {
 namespace {
 
 absl::Status check_options(const NatsProviderOptions& o) {
-  const bool prefix_ok =
-      !o.prefix.empty() && o.prefix.size() <= 32 &&
-      std::all_of(o.prefix.begin(), o.prefix.end(), [](char c) {
-        return absl::ascii_isupper(static_cast<unsigned char>(c)) ||
-               absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '_';
-      });
+  const bool prefix_ok = !o.prefix.empty() && o.prefix.size() <= 32 &&
+                         std::all_of(o.prefix.begin(), o.prefix.end(), [](char c) {
+                           return absl::ascii_isupper(static_cast<unsigned char>(c)) ||
+                                  absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '_';
+                         });
   if (!prefix_ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nats provider: prefix \"", o.prefix, "\" must be 1 to 32 of A-Z, 0-9 and _"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("nats provider: prefix \"", o.prefix, "\" must be 1 to 32 of A-Z, 0-9 and _"));
   }
   if (o.replicas < 1 || o.replicas > 5) {
     return absl::InvalidArgumentError(
         absl::StrCat("nats provider: replicas is ", o.replicas, "; use 1, or 3 in a cluster"));
   }
-  if (o.timeout <= absl::ZeroDuration() || o.server_ack_wait < absl::Seconds(1) ||
-      o.max_held < 1) {
+  if (o.timeout <= absl::ZeroDuration() || o.server_ack_wait < absl::Seconds(1) || o.max_held < 1) {
     return absl::InvalidArgumentError(
         "nats provider: timeout must be positive, server_ack_wait at least 1s, max_held at "
         "least 1");
@@ -98,8 +96,10 @@ bool NatsProvider::can(Capability op, const MailAddress*) const {
     case Capability::kStatus:
     case Capability::kRecover:
     case Capability::kClear:
-    case Capability::kWaitIdle: return true;
-    default: return false;
+    case Capability::kWaitIdle:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -107,14 +107,14 @@ absl::Status NatsProvider::start() {
   absl::MutexLock lock(&state_->mu);
   if (state_->conn != nullptr) return absl::OkStatus();
   const NatsProviderOptions& o = state_->options;
-  absl::StatusOr<std::unique_ptr<nats::NatsLink>> link = nats::NatsLink::connect(
-      {.url = o.url,
-       .token = o.token,
-       .timeout = o.timeout,
-       .name = "postal nats provider",
-       .tls_ca_file = {},
-       .tls_cert_file = {},
-       .tls_key_file = {}});
+  absl::StatusOr<std::unique_ptr<nats::NatsLink>> link =
+      nats::NatsLink::connect({.url = o.url,
+                               .token = o.token,
+                               .timeout = o.timeout,
+                               .name = "postal nats provider",
+                               .tls_ca_file = {},
+                               .tls_cert_file = {},
+                               .tls_key_file = {}});
   if (!link.ok()) return link.status();
   auto conn = std::make_shared<nats::QueueConn>();
   conn->link = *std::move(link);
@@ -294,7 +294,8 @@ absl::StatusOr<AdminResult> NatsProvider::run(const AdminRequest& request) {
     }
     absl::StatusOr<uint64_t> operator()(const admin::Clear&) {
       std::shared_ptr<nats::QueueConn> conn = p.state_->running();
-      if (conn == nullptr) return absl::FailedPreconditionError("clear: the nats provider is stopped");
+      if (conn == nullptr)
+        return absl::FailedPreconditionError("clear: the nats provider is stopped");
       absl::StatusOr<uint64_t> purged = conn->queue->purge();
       if (purged.ok()) p.state_->held->forget_all();
       return purged;

@@ -54,10 +54,14 @@ bool parse_ack_subject(std::string_view subject, uint64_t& delivered, uint64_t& 
 
 const char* ack_body(AckKind kind) {
   switch (kind) {
-    case AckKind::kAck: return "+ACK";
-    case AckKind::kNak: return "-NAK";
-    case AckKind::kTerm: return "+TERM";
-    case AckKind::kProgress: return "+WPI";
+    case AckKind::kAck:
+      return "+ACK";
+    case AckKind::kNak:
+      return "-NAK";
+    case AckKind::kTerm:
+      return "+TERM";
+    case AckKind::kProgress:
+      return "+WPI";
   }
   return "+ACK";
 }
@@ -101,19 +105,25 @@ absl::Status QueueStream::ensure_consumer(const std::string& address) {
     if (consumers_.contains(address)) return absl::OkStatus();
   }
   const std::string name = consumer_name(address);
+  // Create only when absent: JetStream 2.9 would update an existing consumer to this provider's
+  // settings, so the first provider to use a mailbox sets its ack wait for everyone.
+  int jerr = 0;
   absl::StatusOr<nlohmann::json> made = link_.api(
-      absl::StrCat("CONSUMER.DURABLE.CREATE.", stream_, ".", name),
-      nlohmann::json{{"stream_name", stream_},
-                     {"config",
-                      {{"durable_name", name},
-                       {"deliver_policy", "all"},
-                       {"ack_policy", "explicit"},
-                       {"ack_wait", absl::ToInt64Nanoseconds(config_.ack_wait)},
-                       {"max_deliver", -1},
-                       {"filter_subject", subject(address)},
-                       {"max_ack_pending", config_.max_ack_pending},
-                       {"max_waiting", 1024},
-                       {"num_replicas", config_.replicas}}}});
+      absl::StrCat("CONSUMER.INFO.", stream_, ".", name), nlohmann::json::object(), &jerr);
+  if (!made.ok() && jerr == JSConsumerNotFoundErr) {
+    made = link_.api(absl::StrCat("CONSUMER.DURABLE.CREATE.", stream_, ".", name),
+                     nlohmann::json{{"stream_name", stream_},
+                                    {"config",
+                                     {{"durable_name", name},
+                                      {"deliver_policy", "all"},
+                                      {"ack_policy", "explicit"},
+                                      {"ack_wait", absl::ToInt64Nanoseconds(config_.ack_wait)},
+                                      {"max_deliver", -1},
+                                      {"filter_subject", subject(address)},
+                                      {"max_ack_pending", config_.max_ack_pending},
+                                      {"max_waiting", 1024},
+                                      {"num_replicas", config_.replicas}}}});
+  }
   if (!made.ok()) return made.status();
   absl::MutexLock lock(&mu_);
   consumers_.insert(address);
@@ -226,15 +236,15 @@ bool QueueStream::ack(const std::string& ack_subject, AckKind kind) {
 absl::StatusOr<QueueCounts> QueueStream::counts(const std::string& address) {
   QueueCounts c;
   const std::string subj = subject(address);
-  absl::StatusOr<nlohmann::json> info = link_.api(absl::StrCat("STREAM.INFO.", stream_),
-                                                  nlohmann::json{{"subjects_filter", subj}});
+  absl::StatusOr<nlohmann::json> info =
+      link_.api(absl::StrCat("STREAM.INFO.", stream_), nlohmann::json{{"subjects_filter", subj}});
   if (!info.ok()) return info.status();
   const nlohmann::json::json_pointer subjects("/state/subjects");
   if (info->contains(subjects)) c.stored = count_of(info->at(subjects), subj);
   int jerr = 0;
-  absl::StatusOr<nlohmann::json> consumer = link_.api(
-      absl::StrCat("CONSUMER.INFO.", stream_, ".", consumer_name(address)), nlohmann::json::object(),
-      &jerr);
+  absl::StatusOr<nlohmann::json> consumer =
+      link_.api(absl::StrCat("CONSUMER.INFO.", stream_, ".", consumer_name(address)),
+                nlohmann::json::object(), &jerr);
   if (consumer.ok()) {
     c.consumer = true;
     c.ack_pending = count_of(*consumer, "num_ack_pending");
