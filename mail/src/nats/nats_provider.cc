@@ -94,6 +94,7 @@ bool NatsProvider::can(Capability op, const MailAddress*) const {
     case Capability::kFetch:
     case Capability::kManualAck:
     case Capability::kStatus:
+    case Capability::kEnumerate:
     case Capability::kRecover:
     case Capability::kClear:
     case Capability::kWaitIdle:
@@ -291,6 +292,21 @@ absl::StatusOr<AdminResult> NatsProvider::run(const AdminRequest& request) {
     }
     absl::StatusOr<std::map<std::string, uint64_t>> operator()(const admin::RecoverAll&) {
       return p.state_->held->reclaim(nullptr, true);
+    }
+    absl::StatusOr<std::vector<MailboxStatus>> operator()(const admin::ListStatus&) {
+      std::shared_ptr<nats::QueueConn> conn = p.state_->running();
+      if (conn == nullptr) return std::vector<MailboxStatus>{};
+      absl::StatusOr<std::vector<std::string>> boxes = conn->queue->mailboxes();
+      if (!boxes.ok()) return boxes.status();
+      std::vector<MailboxStatus> out;
+      for (const std::string& box : *boxes) {
+        absl::StatusOr<MailAddress> at = MailAddress::parse(box);
+        if (!at.ok()) continue;  // a subject no provider of this prefix wrote
+        absl::StatusOr<MailboxStatus> s = p.status(*at);
+        if (!s.ok()) return s.status();
+        out.push_back(*std::move(s));
+      }
+      return out;
     }
     absl::StatusOr<uint64_t> operator()(const admin::Clear&) {
       std::shared_ptr<nats::QueueConn> conn = p.state_->running();

@@ -1,5 +1,7 @@
 #include "nats_queue.h"
 
+#include <set>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +52,24 @@ bool parse_ack_subject(std::string_view subject, uint64_t& delivered, uint64_t& 
   if (t.size() < 9 || t[0] != "$JS" || t[1] != "ACK") return false;
   const size_t at = t.size() == 9 ? 4 : 6;
   return absl::SimpleAtoi(t[at], &delivered) && absl::SimpleAtoi(t[at + 1], &sseq);
+}
+
+// The address a mailbox subject names; nullopt for a subject that is not one.
+std::optional<std::string> address_of(std::string_view subject, std::string_view subjects) {
+  if (subject.substr(0, subjects.size()) != subjects) return std::nullopt;
+  const std::string_view h = subject.substr(subjects.size());
+  if (h.empty() || h.size() % 2 != 0) return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < h.size(); i += 2) {
+    int v = 0;
+    for (char c : h.substr(i, 2)) {
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (d < 0) return std::nullopt;
+      v = v * 16 + d;
+    }
+    out.push_back(static_cast<char>(v));
+  }
+  return out;
 }
 
 const char* ack_body(AckKind kind) {
@@ -252,6 +272,39 @@ absl::StatusOr<QueueCounts> QueueStream::counts(const std::string& address) {
     return consumer.status();
   }
   return c;
+}
+
+absl::StatusOr<std::vector<std::string>> QueueStream::mailboxes() {
+  std::set<std::string> found;
+  absl::StatusOr<nlohmann::json> info =
+      link_.api(absl::StrCat("STREAM.INFO.", stream_),
+                nlohmann::json{{"subjects_filter", absl::StrCat(subjects_, ">")}});
+  if (!info.ok()) return info.status();
+  const nlohmann::json::json_pointer subjects("/state/subjects");
+  if (info->contains(subjects) && info->at(subjects).is_object()) {
+    for (const auto& [subject, n] : info->at(subjects).items()) {
+      if (std::optional<std::string> a = address_of(subject, subjects_)) found.insert(*a);
+    }
+  }
+  // Drained mailboxes keep their consumer: list them too, a page at a time.
+  for (uint64_t offset = 0;;) {
+    absl::StatusOr<nlohmann::json> page = link_.api(absl::StrCat("CONSUMER.LIST.", stream_),
+                                                    nlohmann::json{{"offset", offset}});
+    if (!page.ok()) return page.status();
+    auto consumers = page->find("consumers");
+    if (consumers == page->end() || !consumers->is_array() || consumers->empty()) break;
+    for (const nlohmann::json& c : *consumers) {
+      const nlohmann::json::json_pointer filter("/config/filter_subject");
+      if (c.contains(filter) && c.at(filter).is_string()) {
+        if (std::optional<std::string> a = address_of(c.at(filter).get<std::string>(), subjects_)) {
+          found.insert(*a);
+        }
+      }
+    }
+    offset += consumers->size();
+    if (offset >= count_of(*page, "total")) break;
+  }
+  return std::vector<std::string>(found.begin(), found.end());
 }
 
 absl::StatusOr<uint64_t> QueueStream::purge() {

@@ -65,6 +65,8 @@ class QueueStream {
   bool ack(const std::string& ack_subject, AckKind kind);
 
   absl::StatusOr<QueueCounts> counts(const std::string& address);
+  // The address of every mailbox with messages or a consumer, sorted.
+  absl::StatusOr<std::vector<std::string>> mailboxes();
   // Removes every message of the stream; how many.
   absl::StatusOr<uint64_t> purge();
 

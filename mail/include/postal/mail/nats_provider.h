@@ -26,7 +26,7 @@
 //   * subscribe (M-KIND-1): a post is pushed to every live subscriber *or* queued, decided by the
 //     broker at the moment of the post. A stock nats-server cannot tell a publisher whether a
 //     consumer exists in a way that also settles every pushed copy (M-RETRY-1); consumers pull.
-//   * peek, locate, settle-by-key, dead letters, parking, policies, enumerate, retained mailboxes
+//   * peek, locate, settle-by-key, dead letters, parking, policies, retained mailboxes
 //     (the NATS *store*, nats_mail_store.h, serves retained mailboxes to a MailboxHost or mq9).
 // Status counts are the server's (messages in the subject, the consumer's ack-pending count),
 // corrected by what this process itself returned and has not seen handed out again; another
@@ -91,7 +91,7 @@ class NatsProvider final : public MailProvider, private MailAdmin {
   absl::StatusOr<MailboxStatus> status(const MailAddress& address) override;
   // No push deliveries: always OK.
   absl::Status wait_idle(absl::Time deadline) override;
-  // recover, recover_all, clear.
+  // recover, recover_all, clear, list_status (every mailbox of the prefix).
   MailAdmin* admin() override { return this; }
 
   struct State;  // nats_provider_state.h
