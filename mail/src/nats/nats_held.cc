@@ -33,8 +33,7 @@ void HeldCopies::detach() {
     returned_.clear();
     conn = std::move(conn_);
   }
-  if (conn == nullptr) return;
-  for (const std::string& subject : back) conn->queue->ack(subject, AckKind::kNak);
+  if (conn != nullptr) conn->queue->ack_many(back, AckKind::kNak);
 }
 
 void HeldCopies::forget_all() {
@@ -92,32 +91,31 @@ HeldCopies::Held* HeldCopies::live(const CopyKey& key) {
 }
 
 bool HeldCopies::settle(const CopyKey& key, Disposition disposition) {
+  return settle_all(std::span<const CopyKey>(&key, 1), disposition)[0];
+}
+
+std::vector<bool> HeldCopies::settle_all(std::span<const CopyKey> keys, Disposition disposition) {
   AckKind kind = AckKind::kAck;
-  switch (disposition) {
-    case Disposition::kHandled:
-      kind = AckKind::kAck;
-      break;
-    case Disposition::kUnhandled:
-      kind = AckKind::kNak;
-      break;
-    case Disposition::kDiscard:
-    case Disposition::kTerminate:
-      kind = AckKind::kTerm;
-      break;
+  if (disposition == Disposition::kUnhandled) kind = AckKind::kNak;
+  if (disposition == Disposition::kDiscard || disposition == Disposition::kTerminate) {
+    kind = AckKind::kTerm;
   }
-  std::string subject;
+  std::vector<std::string> subjects(keys.size());  // empty: nothing to settle for that key
   std::shared_ptr<QueueConn> conn;
   {
     absl::MutexLock lock(&mu_);
-    Held* h = live(key);
-    if (h == nullptr || conn_ == nullptr) return false;
-    subject = std::move(h->ack_subject);
-    if (kind == AckKind::kNak) returned_[h->address].insert(h->seq);
-    if (kind == AckKind::kTerm) ++terminated_[h->address];
-    held_.erase(key.lease_id);
+    if (conn_ == nullptr) return std::vector<bool>(keys.size(), false);
     conn = conn_;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      Held* h = live(keys[i]);
+      if (h == nullptr) continue;
+      subjects[i] = std::move(h->ack_subject);
+      if (kind == AckKind::kNak) returned_[h->address].insert(h->seq);
+      if (kind == AckKind::kTerm) ++terminated_[h->address];
+      held_.erase(keys[i].lease_id);
+    }
   }
-  return conn->queue->ack(subject, kind);
+  return conn->queue->ack_many(subjects, kind);
 }
 
 std::optional<std::optional<absl::Time>> HeldCopies::renew(const CopyKey& key) {
@@ -171,7 +169,7 @@ std::map<std::string, uint64_t> HeldCopies::reclaim(const std::string* address, 
       it = held_.erase(it);
     }
   }
-  for (const std::string& subject : back) conn->queue->ack(subject, AckKind::kNak);
+  conn->queue->ack_many(back, AckKind::kNak);
   return reclaimed;
 }
 

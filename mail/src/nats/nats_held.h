@@ -15,7 +15,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -63,6 +65,8 @@ class HeldCopies final : public LeaseSettler {
   Counts counts(const std::string& address);
 
   bool settle(const CopyKey& key, Disposition disposition) override;
+  // One round trip for the batch (ack_many).
+  std::vector<bool> settle_all(std::span<const CopyKey> keys, Disposition disposition) override;
   std::optional<std::optional<absl::Time>> renew(const CopyKey& key) override;
   bool nack(const CopyKey& key, absl::Duration delay) override;
 

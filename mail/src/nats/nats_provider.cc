@@ -151,21 +151,40 @@ absl::Status NatsProvider::check_running(std::string_view verb, const MailAddres
       sv(verb), " ", address.canonical(), ": the nats provider is stopped; start() it first"));
 }
 
+// M-RETRY-3: system headers are minted here and never taken from the sender.
+PostReceipt NatsProvider::mint(const MailAddress& to, Letter& letter) const {
+  strip_system_headers(letter.headers);
+  if (letter.id.empty()) letter.id = mint_send_id();
+  letter.to = to.canonical();
+  letter.headers.set(kSendId, mint_send_id());
+  letter.headers.set(kSentAt, format_iso8601(state_->options.clock->now()));
+  return PostReceipt{letter.to, letter.id, letter.headers.get(kSendId).value_or(""),
+                     PostPath::kQueued, 0};
+}
+
 absl::StatusOr<PostReceipt> NatsProvider::post(const MailAddress& to, Letter letter) {
   std::shared_ptr<nats::QueueConn> conn = state_->running();
   if (conn == nullptr) return check_running("post", to);
-  const std::string address = to.canonical();
-  // M-RETRY-3: system headers are minted here and never taken from the sender.
-  strip_system_headers(letter.headers);
-  if (letter.id.empty()) letter.id = mint_send_id();
-  letter.to = address;
-  letter.headers.set(kSendId, mint_send_id());
-  letter.headers.set(kSentAt, format_iso8601(state_->options.clock->now()));
-  absl::StatusOr<uint64_t> seq = conn->queue->publish(address, letter);
+  PostReceipt receipt = mint(to, letter);
+  absl::StatusOr<uint64_t> seq = conn->queue->publish(receipt.address, letter);
   if (!seq.ok()) return seq.status();
-  state_->touched(address);
-  return PostReceipt{address, letter.id, letter.headers.get(kSendId).value_or(""),
-                     PostPath::kQueued, 0};
+  state_->touched(receipt.address);
+  return receipt;
+}
+
+void NatsProvider::post_async(const MailAddress& to, Letter letter, PostDone done) {
+  std::shared_ptr<nats::QueueConn> conn = state_->running();
+  if (conn == nullptr) return std::move(done)(check_running("post", to));
+  PostReceipt receipt = mint(to, letter);
+  state_->touched(receipt.address);
+  const std::string address = receipt.address;
+  conn->queue->publish_async(
+      address, letter,
+      [receipt = std::move(receipt), done = std::move(done)](
+          absl::StatusOr<uint64_t> seq) mutable {
+        if (!seq.ok()) return std::move(done)(seq.status());
+        std::move(done)(std::move(receipt));
+      });
 }
 
 absl::StatusOr<Subscription> NatsProvider::subscribe(const MailAddress& address, MailHandler,
@@ -222,6 +241,7 @@ absl::StatusOr<std::vector<Delivery>> NatsProvider::fetch_batch(const MailAddres
   state_->touched(addr);
 
   std::vector<Delivery> out;
+  std::vector<std::string> auto_acks;
   size_t bytes = 0;
   for (nats::Pulled& p : *pulled) {
     const size_t size = p.letter.body.byte_size();
@@ -238,9 +258,15 @@ absl::StatusOr<std::vector<Delivery>> NatsProvider::fetch_batch(const MailAddres
       const uint64_t lease = held.hold(addr, p, options.ack_timeout, &expires);
       out.emplace_back(handed_out(held, p), CopyKey{addr, std::move(send_id), lease}, expires,
                        state_->held);
-    } else if (conn->queue->ack(p.ack_subject, nats::AckKind::kAck)) {
+    } else {
+      auto_acks.push_back(p.ack_subject);
       out.push_back(Delivery::settled(handed_out(held, p), CopyKey{addr, std::move(send_id), 0}));
     }
+  }
+  // An auto fetch hands out only what the server confirmed as acked.
+  std::vector<bool> acked = conn->queue->ack_many(auto_acks, nats::AckKind::kAck);
+  for (size_t i = acked.size(); i-- > 0;) {
+    if (!acked[i]) out.erase(out.begin() + static_cast<std::ptrdiff_t>(i));
   }
   return out;
 }

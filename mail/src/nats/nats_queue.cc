@@ -1,5 +1,6 @@
 #include "nats_queue.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -107,7 +108,12 @@ absl::Status QueueStream::ensure() {
                                     {"discard", "old"},
                                     {"num_replicas", config_.replicas}});
   }
-  return info.status();
+  if (!info.ok()) return info.status();
+  if (inbox_ == nullptr) {
+    inbox_ = std::make_unique<AckInbox>(link_, 4096);
+    if (absl::Status s = inbox_->start(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 std::string QueueStream::subject(const std::string& address) const {
@@ -150,7 +156,7 @@ absl::Status QueueStream::ensure_consumer(const std::string& address) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> QueueStream::publish(const std::string& address, const Letter& letter) {
+absl::StatusOr<std::string> QueueStream::encode(const Letter& letter) const {
   StoredLetter stored{letter.id, letter.from, letter.headers, 0, {}};
   if (!letter.body.empty()) {
     absl::StatusOr<std::string> bytes = letter.body.bytes();
@@ -158,7 +164,11 @@ absl::StatusOr<uint64_t> QueueStream::publish(const std::string& address, const 
     stored.type_hash = letter.body.type_hash();
     stored.bytes = *std::move(bytes);
   }
-  absl::StatusOr<std::string> body = wire::encode(stored, "a letter");
+  return wire::encode(stored, "a letter");
+}
+
+absl::StatusOr<uint64_t> QueueStream::publish(const std::string& address, const Letter& letter) {
+  absl::StatusOr<std::string> body = encode(letter);
   if (!body.ok()) return body.status();
   const std::string subj = subject(address);
   jsPubAck* ack = nullptr;
@@ -169,6 +179,13 @@ absl::StatusOr<uint64_t> QueueStream::publish(const std::string& address, const 
   const uint64_t seq = ack->Sequence;
   jsPubAck_Destroy(ack);
   return seq;
+}
+
+void QueueStream::publish_async(const std::string& address, const Letter& letter,
+                                Published done) {
+  absl::StatusOr<std::string> body = encode(letter);
+  if (!body.ok()) return std::move(done)(body.status());
+  inbox_->publish(subject(address), *body, std::move(done));
 }
 
 absl::StatusOr<std::vector<Pulled>> QueueStream::pull(const std::string& address, size_t batch,
@@ -251,6 +268,27 @@ bool QueueStream::ack(const std::string& ack_subject, AckKind kind) {
                                               " was not confirmed: ", natsStatus_GetText(s)));
   }
   return s == NATS_OK;
+}
+
+std::vector<bool> QueueStream::ack_many(const std::vector<std::string>& ack_subjects,
+                                        AckKind kind) {
+  // One connection's acks reach the consumer in order and are processed in order, so the
+  // server's confirmation of the last one confirms every one before it.
+  std::vector<bool> confirmed(ack_subjects.size(), false);
+  size_t last = ack_subjects.size();
+  while (last > 0 && ack_subjects[last - 1].empty()) --last;
+  if (last == 0) return confirmed;
+  const char* body = ack_body(kind);
+  for (size_t i = 0; i + 1 < last; ++i) {
+    if (ack_subjects[i].empty()) continue;
+    if (natsConnection_PublishString(link_.nc(), ack_subjects[i].c_str(), body) != NATS_OK) {
+      return confirmed;  // not sent: nothing is known to be settled
+    }
+  }
+  if (ack(ack_subjects[last - 1], kind)) {
+    for (size_t i = 0; i < last; ++i) confirmed[i] = !ack_subjects[i].empty();
+  }
+  return confirmed;
 }
 
 absl::StatusOr<QueueCounts> QueueStream::counts(const std::string& address) {

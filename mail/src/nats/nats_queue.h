@@ -3,15 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "nats_ack_inbox.h"
 #include "nats_link.h"
 #include "postal/mail/letter.h"
 
@@ -53,6 +56,10 @@ class QueueStream {
 
   // Stores `letter` (system headers already minted); its stream sequence once acked.
   absl::StatusOr<uint64_t> publish(const std::string& address, const Letter& letter);
+  // The same without waiting: `done` runs once with the sequence, on the ack inbox's thread (or
+  // here when the letter cannot be sent). Up to 4,096 wait for their ack at once.
+  using Published = absl::AnyInvocable<void(absl::StatusOr<uint64_t>) &&>;
+  void publish_async(const std::string& address, const Letter& letter, Published done);
 
   // Up to `batch` copies of the mailbox, in the consumer's order. `wait` zero: what is there now;
   // otherwise the server holds the request up to `wait` for the first copy, and then it is all
@@ -63,6 +70,10 @@ class QueueStream {
   // Sends an ack of `kind` to `ack_subject` and waits for the server's confirmation; false when
   // the server did not confirm within the timeout.
   bool ack(const std::string& ack_subject, AckKind kind);
+  // The same for many copies at once, one round trip: every ack is sent, and the server's
+  // confirmation of the last confirms them all (they are processed in order). Element i:
+  // whether subjects[i]'s was confirmed; empty subjects are skipped (false).
+  std::vector<bool> ack_many(const std::vector<std::string>& ack_subjects, AckKind kind);
 
   absl::StatusOr<QueueCounts> counts(const std::string& address);
   // The address of every mailbox with messages or a consumer, sorted.
@@ -72,12 +83,14 @@ class QueueStream {
 
  private:
   absl::Status ensure_consumer(const std::string& address);
+  absl::StatusOr<std::string> encode(const Letter& letter) const;
   std::string consumer_name(const std::string& address) const;
 
   const NatsLink& link_;
   const Config config_;
   const std::string stream_;    // P_QUEUE
   const std::string subjects_;  // "p.queue."
+  std::unique_ptr<AckInbox> inbox_;  // publish_async's acks; started by ensure()
   absl::Mutex mu_;
   absl::flat_hash_set<std::string> consumers_ ABSL_GUARDED_BY(mu_);  // ensured, by address
 };

@@ -82,6 +82,9 @@ class NatsProvider final : public MailProvider, private MailAdmin {
   void stop(const StopOptions& options) override;
 
   absl::StatusOr<PostReceipt> post(const MailAddress& to, Letter letter) override;
+  // Many posts in flight on one connection (up to 4,096 wait for their ack); `done` runs on the
+  // provider's ack thread once the server stored the letter.
+  void post_async(const MailAddress& to, Letter letter, PostDone done) override;
   absl::StatusOr<Subscription> subscribe(const MailAddress& address, MailHandler handler,
                                          const SubscribeOptions& options) override;
   absl::StatusOr<std::optional<Delivery>> fetch(const MailAddress& address,
@@ -100,6 +103,8 @@ class NatsProvider final : public MailProvider, private MailAdmin {
   explicit NatsProvider(NatsProviderOptions options);
   absl::StatusOr<AdminResult> run(const AdminRequest& request) override;
   absl::Status check_running(std::string_view verb, const MailAddress& address) const;
+  // Strips and mints the system headers of `letter` posted to `to`; its receipt.
+  PostReceipt mint(const MailAddress& to, Letter& letter) const;
 
   std::shared_ptr<State> state_;
 };
