@@ -130,6 +130,22 @@ TEST_F(NatsProviderTest, PushSubscriptionsAreRefusedAsUndeclaredAndChangeNothing
   EXPECT_EQ(a_->post(kInbox, Letter::text("x"))->path, PostPath::kQueued);
 }
 
+TEST_F(NatsProviderTest, ALetterOverTheServersMaxPayloadIsRefusedAndNothingIsStored) {
+  Letter big = Letter::text(std::string(2 << 20, 'x'));  // nats-server's default: 1 MiB
+  absl::StatusOr<PostReceipt> r = a_->post(kInbox, big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(IsBudgetExhausted(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("max_payload"), std::string::npos) << r.status();
+  absl::Notification done;
+  a_->post_async(kInbox, big, [&](absl::StatusOr<PostReceipt> r) {
+    EXPECT_TRUE(IsBudgetExhausted(r.status())) << r.status();
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kWait));
+  EXPECT_EQ(a_->status(kInbox)->unread_count, 0u);
+  EXPECT_TRUE(a_->post(kInbox, Letter::text("small")).ok());
+}
+
 TEST(NatsProvider, BadOptionsAreRefusedBeforeConnecting) {
   for (NatsProviderOptions bad :
        {NatsProviderOptions{.prefix = "lower"}, NatsProviderOptions{.prefix = "A.B"},

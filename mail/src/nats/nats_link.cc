@@ -123,6 +123,16 @@ absl::StatusOr<nlohmann::json> NatsLink::api(std::string_view api, const nlohman
   return answer;
 }
 
+absl::Status NatsLink::fits_payload(size_t bytes) const {
+  const int64_t max = natsConnection_GetMaxPayload(nc_);
+  if (max > 0 && bytes > static_cast<size_t>(max)) {
+    return BudgetExhaustedError(absl::StrCat(
+        "a message of ", bytes, " bytes is over the NATS server's max_payload of ", max,
+        " bytes; send smaller messages or raise max_payload in nats-server's configuration"));
+  }
+  return absl::OkStatus();
+}
+
 std::string hex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out;

@@ -164,7 +164,10 @@ absl::StatusOr<std::string> QueueStream::encode(const Letter& letter) const {
     stored.type_hash = letter.body.type_hash();
     stored.bytes = *std::move(bytes);
   }
-  return wire::encode(stored, "a letter");
+  absl::StatusOr<std::string> body = wire::encode(stored, "a letter");
+  if (!body.ok()) return body.status();
+  if (absl::Status fits = link_.fits_payload(body->size()); !fits.ok()) return fits;
+  return body;
 }
 
 absl::StatusOr<uint64_t> QueueStream::publish(const std::string& address, const Letter& letter) {
