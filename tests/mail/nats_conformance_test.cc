@@ -3,9 +3,11 @@
 // only `nats` promises: mailboxes shared by providers on separate connections, a held copy kept
 // from everyone else while its holder lives, the server's ack wait as the backstop.
 #include <atomic>
+#include <filesystem>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "mail_conformance.h"
 #include "postal/mail/mail_errors.h"
 #include "postal/mail/nats_provider.h"
@@ -18,14 +20,24 @@ namespace {
 
 using test_support::NatsServer;
 
-// The test program's one nats-server; null (and the reason logged) when none starts.
+// The test program's one nats-server, in a folder of its own (not a test's ScratchDir, which a
+// later test of the same name would wipe under the running server); null when none starts.
 NatsServer* server() {
-  static test_support::ScratchDir* dir = new test_support::ScratchDir();
-  static std::unique_ptr<NatsServer> s = [] {
-    if (NatsServer::binary().empty()) return std::unique_ptr<NatsServer>();
-    return std::make_unique<NatsServer>(dir->path() / "nats");
-  }();
-  return s != nullptr && s->ready() ? s.get() : nullptr;
+  struct Shared {
+    std::filesystem::path dir =
+        std::filesystem::path("/tmp") / ("postal-" + std::to_string(::getpid()) + "-nats-provider");
+    std::unique_ptr<NatsServer> nats;
+    Shared() {
+      std::filesystem::remove_all(dir);
+      if (!NatsServer::binary().empty()) nats = std::make_unique<NatsServer>(dir / "nats");
+    }
+    ~Shared() {
+      nats.reset();
+      std::filesystem::remove_all(dir);
+    }
+  };
+  static Shared shared;
+  return shared.nats != nullptr && shared.nats->ready() ? shared.nats.get() : nullptr;
 }
 
 std::string fresh_prefix() {
@@ -111,7 +123,8 @@ TEST_F(NatsProviderTest, ACopyHeldByAKilledProcessComesBackAfterTheServersAckWai
   test_support::ScratchDir dir;
   const std::filesystem::path log = dir.path() / "child.log";
   test_support::ChildProcess child(NATS_PROVIDER_CHILD, {server()->url(), prefix_, kInbox}, log);
-  ASSERT_TRUE(test_support::wait_log_lines(log, "holding orphan", 1)) << log;
+  ASSERT_TRUE(test_support::wait_log_lines(log, "holding orphan", 1))
+      << absl::StrJoin(test_support::log_lines(log), "\n");
   // Alive, the child keeps the copy in progress: three ack waits pass and nobody else gets it.
   EXPECT_TRUE(poll(*b_, absl::Seconds(3), AckMode::kAuto).empty());
   child.kill();
