@@ -54,6 +54,11 @@ absl::StatusOr<std::unique_ptr<NatsLink>> NatsLink::connect(const Options& optio
   // works again once a server of the cluster is back.
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  // Nothing is held back for a reconnect: a publish, request or ack while the server is away
+  // fails at once instead of waiting in libnats' buffer to be sent later — after the caller was
+  // told it failed (an ack reported false that then took effect, a post refused that was then
+  // stored). 0 would mean libnats' 8 MB default; no message fits in 1 byte.
+  if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(opts, 1);
   // An append that does not wait (AckInbox) would otherwise sit in libnats' buffer until its
   // flusher runs — about a millisecond on every such append's ack.
   if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);

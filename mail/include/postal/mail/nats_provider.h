@@ -34,7 +34,9 @@
 // this process's.
 //
 // Errors: IoFailed naming the server when the cluster cannot be reached; the contract's
-// statuses otherwise. Thread-safe.
+// statuses otherwise. While the server is away nothing is held back for a later resend (a
+// settlement reported false never takes effect afterwards), but a post that timed out may still
+// have reached the server, as with any broker: it is then stored once. Thread-safe.
 #pragma once
 
 #include <memory>
