@@ -195,14 +195,7 @@ absl::StatusOr<Subscription> NatsProvider::subscribe(const MailAddress& address,
 
 absl::StatusOr<std::optional<Delivery>> NatsProvider::fetch(const MailAddress& address,
                                                             const FetchOptions& options) {
-  FetchOptions one = options;
-  one.max_messages = 1;
-  one.max_bytes = 0;
-  one.max_wait = absl::ZeroDuration();
-  absl::StatusOr<std::vector<Delivery>> batch = fetch_batch(address, one);
-  if (!batch.ok()) return batch.status();
-  if (batch->empty()) return std::nullopt;
-  return std::move(batch->front());
+  return fetch_one(address, options);
 }
 
 absl::StatusOr<std::vector<Delivery>> NatsProvider::fetch_batch(const MailAddress& address,
