@@ -69,10 +69,23 @@ void HeldCopies::handed_out(const std::string& address, uint64_t seq) {
   if (it->second.empty()) returned_.erase(it);
 }
 
-HeldCopies::Counts HeldCopies::counts(const std::string& address) {
+void HeldCopies::remember_return(const std::string& address, uint64_t seq) {
+  if (returned_.size() >= kMaxRemembered && !returned_.contains(address)) {
+    returned_.erase(returned_.begin());
+  }
+  returned_[address].insert(seq);
+}
+
+HeldCopies::Counts HeldCopies::counts(const std::string& address, uint64_t ack_pending) {
   absl::MutexLock lock(&mu_);
   Counts c;
-  if (auto it = returned_.find(address); it != returned_.end()) c.returned = it->second.size();
+  if (auto it = returned_.find(address); it != returned_.end()) {
+    if (it->second.size() > ack_pending) {
+      returned_.erase(it);  // others took them: nothing to correct for any more
+    } else {
+      c.returned = it->second.size();
+    }
+  }
   if (auto it = terminated_.find(address); it != terminated_.end()) c.terminated = it->second;
   for (const auto& [id, h] : held_) {
     if (h.due.has_value() && h.address == address) ++c.delayed;
@@ -110,8 +123,13 @@ std::vector<bool> HeldCopies::settle_all(std::span<const CopyKey> keys, Disposit
       Held* h = live(keys[i]);
       if (h == nullptr) continue;
       subjects[i] = std::move(h->ack_subject);
-      if (kind == AckKind::kNak) returned_[h->address].insert(h->seq);
-      if (kind == AckKind::kTerm) ++terminated_[h->address];
+      if (kind == AckKind::kNak) remember_return(h->address, h->seq);
+      if (kind == AckKind::kTerm) {
+        if (terminated_.size() >= kMaxRemembered && !terminated_.contains(h->address)) {
+          terminated_.erase(terminated_.begin());
+        }
+        ++terminated_[h->address];
+      }
       held_.erase(keys[i].lease_id);
     }
   }
@@ -164,7 +182,7 @@ std::map<std::string, uint64_t> HeldCopies::reclaim(const std::string* address, 
         continue;
       }
       if (expired) ++reclaimed[h.address];
-      returned_[h.address].insert(h.seq);
+      remember_return(h.address, h.seq);
       back.push_back(std::move(h.ack_subject));
       it = held_.erase(it);
     }

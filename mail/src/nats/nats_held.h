@@ -14,8 +14,8 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <string>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -62,7 +62,9 @@ class HeldCopies final : public LeaseSettler {
     uint64_t delayed = 0;     // held until a nak delay has passed
     uint64_t terminated = 0;  // settled discard or terminate here
   };
-  Counts counts(const std::string& address);
+  // `ack_pending` is the server's count: fewer than this process remembers returning means
+  // others took some of them meanwhile, and the remembered ones are forgotten.
+  Counts counts(const std::string& address, uint64_t ack_pending);
 
   bool settle(const CopyKey& key, Disposition disposition) override;
   // One round trip for the batch (ack_many).
@@ -83,6 +85,10 @@ class HeldCopies final : public LeaseSettler {
   Held* live(const CopyKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<absl::Time> lease_end(absl::Duration timeout) const;
   void keep_in_progress();
+
+  // Mailboxes with remembered returns or terminations: past it, the first in the map is dropped.
+  static constexpr size_t kMaxRemembered = 65536;
+  void remember_return(const std::string& address, uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<Clock> clock_;
   const absl::Duration keep_every_;

@@ -20,6 +20,10 @@ namespace postal::mail {
 // provider's clock, due nak delays and stop() at least this often, and a request abandoned at
 // its deadline is answered by the server within it (so no copy lands in a closed inbox).
 inline constexpr absl::Duration kPollSlice = absl::Milliseconds(250);
+// Mailboxes whose last activity this process remembers; past it the first in address order is
+// forgotten (its lastActivityTime reads null again), so a process touching ever new addresses
+// does not grow without bound.
+inline constexpr size_t kMaxRemembered = 65536;
 
 struct NatsProvider::State {
   explicit State(NatsProviderOptions o)
@@ -32,6 +36,9 @@ struct NatsProvider::State {
   }
   void touched(const std::string& address) {
     absl::MutexLock lock(&mu);
+    if (activity.size() >= kMaxRemembered && !activity.contains(address)) {
+      activity.erase(activity.begin());
+    }
     activity[address] = options.clock->now();
   }
 
@@ -180,8 +187,7 @@ void NatsProvider::post_async(const MailAddress& to, Letter letter, PostDone don
   const std::string address = receipt.address;
   conn->queue->publish_async(
       address, letter,
-      [receipt = std::move(receipt), done = std::move(done)](
-          absl::StatusOr<uint64_t> seq) mutable {
+      [receipt = std::move(receipt), done = std::move(done)](absl::StatusOr<uint64_t> seq) mutable {
         if (!seq.ok()) return std::move(done)(seq.status());
         std::move(done)(std::move(receipt));
       });
@@ -256,10 +262,16 @@ absl::StatusOr<std::vector<Delivery>> NatsProvider::fetch_batch(const MailAddres
       out.push_back(Delivery::settled(handed_out(held, p), CopyKey{addr, std::move(send_id), 0}));
     }
   }
-  // An auto fetch hands out only what the server confirmed as acked.
+  // An auto fetch hands out only what the server confirmed as acked (the rest comes back after
+  // the ack wait); none confirmed is the server's silence, not an empty mailbox.
   std::vector<bool> acked = conn->queue->ack_many(auto_acks, nats::AckKind::kAck);
   for (size_t i = acked.size(); i-- > 0;) {
     if (!acked[i]) out.erase(out.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  if (!auto_acks.empty() && out.empty()) {
+    return IoFailedError(absl::StrCat("fetch ", addr, ": the NATS server at ", state_->options.url,
+                                      " did not confirm the acks; the copies come back after "
+                                      "its ack wait"));
   }
   return out;
 }
@@ -275,7 +287,7 @@ absl::StatusOr<MailboxStatus> NatsProvider::status(const MailAddress& address) {
   absl::StatusOr<nats::QueueCounts> c = conn->queue->counts(s.address);
   if (!c.ok()) return c.status();
   // The server counts returned and delayed copies as ack-pending until they are handed out again.
-  const nats::HeldCopies::Counts mine = state_->held->counts(s.address);
+  const nats::HeldCopies::Counts mine = state_->held->counts(s.address, c->ack_pending);
   const uint64_t returned = std::min(mine.returned, c->ack_pending);
   const uint64_t delayed = std::min(mine.delayed, c->ack_pending - returned);
   s.in_flight_count = c->ack_pending - returned - delayed;

@@ -152,6 +152,8 @@ absl::Status QueueStream::ensure_consumer(const std::string& address) {
   }
   if (!made.ok()) return made.status();
   absl::MutexLock lock(&mu_);
+  if (consumers_.size() >= 65536)
+    consumers_.clear();  // bounded: forgotten ones are looked up again
   consumers_.insert(address);
   return absl::OkStatus();
 }
@@ -184,8 +186,7 @@ absl::StatusOr<uint64_t> QueueStream::publish(const std::string& address, const 
   return seq;
 }
 
-void QueueStream::publish_async(const std::string& address, const Letter& letter,
-                                Published done) {
+void QueueStream::publish_async(const std::string& address, const Letter& letter, Published done) {
   absl::StatusOr<std::string> body = encode(letter);
   if (!body.ok()) return std::move(done)(body.status());
   inbox_->publish(subject(address), *body, std::move(done));
@@ -329,8 +330,8 @@ absl::StatusOr<std::vector<std::string>> QueueStream::mailboxes() {
   }
   // Drained mailboxes keep their consumer: list them too, a page at a time.
   for (uint64_t offset = 0;;) {
-    absl::StatusOr<nlohmann::json> page = link_.api(absl::StrCat("CONSUMER.LIST.", stream_),
-                                                    nlohmann::json{{"offset", offset}});
+    absl::StatusOr<nlohmann::json> page =
+        link_.api(absl::StrCat("CONSUMER.LIST.", stream_), nlohmann::json{{"offset", offset}});
     if (!page.ok()) return page.status();
     auto consumers = page->find("consumers");
     if (consumers == page->end() || !consumers->is_array() || consumers->empty()) break;
