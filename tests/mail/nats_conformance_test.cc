@@ -136,6 +136,24 @@ TEST_F(NatsProviderTest, ACopyHeldByAKilledProcessComesBackAfterTheServersAckWai
   EXPECT_EQ(back[0].letter().headers.get(kRound), 2u);
 }
 
+// Big batches settle with their acks gathered into one write on a second connection: every copy
+// of the batch is settled, the way asked, and confirmed.
+TEST_F(NatsProviderTest, ABigBatchSettlesEveryCopyAtOnce) {
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(a_->post(kInbox, Letter::text("x")).ok());
+  std::vector<Delivery> first =
+      *a_->fetch_batch(kInbox, {.ack = AckMode::kManual, .max_messages = 20});
+  ASSERT_EQ(first.size(), 20u);
+  for (bool took : ack_all(first, Disposition::kUnhandled)) EXPECT_TRUE(took);
+  std::vector<Delivery> all =
+      *b_->fetch_batch(kInbox, {.ack = AckMode::kManual, .max_messages = 64});
+  ASSERT_EQ(all.size(), 40u) << "the returned copies come back, the others after them";
+  EXPECT_EQ(all.front().letter().headers.get(kRound), 2u);
+  for (bool took : ack_all(all)) EXPECT_TRUE(took);
+  absl::StatusOr<MailboxStatus> s = a_->status(kInbox);
+  EXPECT_EQ(s->unread_count + s->in_flight_count, 0u);
+  EXPECT_TRUE(b_->fetch_batch(kInbox, {.max_messages = 64})->empty());
+}
+
 TEST_F(NatsProviderTest, PushSubscriptionsAreRefusedAsUndeclaredAndChangeNothing) {
   EXPECT_FALSE(a_->provider("nats")->can(Capability::kSubscribe));
   absl::StatusOr<Subscription> sub =
@@ -189,13 +207,13 @@ TEST(NatsProvider, AServerKilledMidTrafficFailsVerbsThenNothingAcknowledgedIsLos
   EXPECT_FALSE(held->ack()) << "the server never confirmed it";
 
   ASSERT_TRUE(nats.restart()) << nats.log();
-  ASSERT_TRUE(test_support::wait_for(
-      [&] { return office.post(kInbox, Letter::text("after")).ok(); }))
-      << "the provider did not reconnect";
+  ASSERT_TRUE(test_support::wait_for([&] {
+    return office.post(kInbox, Letter::text("after")).ok();
+  })) << "the provider did not reconnect";
   std::map<std::string, int> seen;
   while (seen["m"] < 50) {
-    absl::StatusOr<std::vector<Delivery>> got = office.fetch_batch(
-        kInbox, {.max_messages = 64, .max_wait = absl::Seconds(10)});
+    absl::StatusOr<std::vector<Delivery>> got =
+        office.fetch_batch(kInbox, {.max_messages = 64, .max_wait = absl::Seconds(10)});
     ASSERT_TRUE(got.ok()) << got.status();
     if (got->empty()) break;
     for (const Delivery& d : *got) ++seen[text_of(d.letter())];

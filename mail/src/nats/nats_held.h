@@ -33,6 +33,7 @@ namespace postal::mail::nats {
 // settlement racing stop() never touches a closed connection.
 struct QueueConn {
   std::unique_ptr<NatsLink> link;
+  std::unique_ptr<NatsLink> bulk;  // batches of acks (no send-asap)
   std::unique_ptr<QueueStream> queue;
 };
 

@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<NatsLink>> NatsLink::connect(const Options& optio
   if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(opts, 1);
   // An append that does not wait (AckInbox) would otherwise sit in libnats' buffer until its
   // flusher runs — about a millisecond on every such append's ack.
-  if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
+  if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, options.send_asap);
   if (s == NATS_OK && !options.token.empty()) s = natsOptions_SetToken(opts, options.token.c_str());
   if (s == NATS_OK) {
     if (absl::Status tls = use_tls(opts, options); !tls.ok()) {

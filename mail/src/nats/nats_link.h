@@ -25,6 +25,9 @@ class NatsLink {
     std::string tls_ca_file;  // empty: plain TCP
     std::string tls_cert_file;
     std::string tls_key_file;
+    // Every publish written at once (the default: a single request must not wait for libnats'
+    // flusher). False: publishes gather in libnats' buffer until a flush, for bulk senders.
+    bool send_asap = true;
   };
   // IoFailed, naming the server, when none answers.
   static absl::StatusOr<std::unique_ptr<NatsLink>> connect(const Options& options);

@@ -115,22 +115,28 @@ absl::Status NatsProvider::start() {
   absl::MutexLock lock(&state_->mu);
   if (state_->conn != nullptr) return absl::OkStatus();
   const NatsProviderOptions& o = state_->options;
-  absl::StatusOr<std::unique_ptr<nats::NatsLink>> link =
-      nats::NatsLink::connect({.url = o.url,
-                               .token = o.token,
-                               .timeout = o.timeout,
-                               .name = "postal nats provider",
-                               .tls_ca_file = {},
-                               .tls_cert_file = {},
-                               .tls_key_file = {}});
+  nats::NatsLink::Options link_options{.url = o.url,
+                                       .token = o.token,
+                                       .timeout = o.timeout,
+                                       .name = "postal nats provider",
+                                       .tls_ca_file = {},
+                                       .tls_cert_file = {},
+                                       .tls_key_file = {}};
+  absl::StatusOr<std::unique_ptr<nats::NatsLink>> link = nats::NatsLink::connect(link_options);
   if (!link.ok()) return link.status();
+  link_options.send_asap = false;  // batches of acks: gathered, one write each
+  link_options.name = "postal nats provider (acks)";
+  absl::StatusOr<std::unique_ptr<nats::NatsLink>> bulk = nats::NatsLink::connect(link_options);
+  if (!bulk.ok()) return bulk.status();
   auto conn = std::make_shared<nats::QueueConn>();
   conn->link = *std::move(link);
-  conn->queue = std::make_unique<nats::QueueStream>(
-      *conn->link, nats::QueueStream::Config{.prefix = o.prefix,
-                                             .replicas = o.replicas,
-                                             .ack_wait = o.server_ack_wait,
-                                             .max_ack_pending = o.max_held});
+  conn->bulk = *std::move(bulk);
+  conn->queue =
+      std::make_unique<nats::QueueStream>(*conn->link, *conn->bulk,
+                                          nats::QueueStream::Config{.prefix = o.prefix,
+                                                                    .replicas = o.replicas,
+                                                                    .ack_wait = o.server_ack_wait,
+                                                                    .max_ack_pending = o.max_held});
   if (absl::Status s = conn->queue->ensure(); !s.ok()) return s;
   state_->conn = conn;
   state_->held->attach(std::move(conn));

@@ -18,6 +18,9 @@
 namespace postal::mail::nats {
 namespace {
 
+// Batches of at least this many acks go out gathered on the bulk connection (one write).
+constexpr size_t kGatherFrom = 8;
+
 // A letter as the body of a stream message; `to` is the mailbox, known from the subject.
 struct StoredLetter {
   std::string id, from;
@@ -89,8 +92,9 @@ const char* ack_body(AckKind kind) {
 
 }  // namespace
 
-QueueStream::QueueStream(const NatsLink& link, Config config)
+QueueStream::QueueStream(const NatsLink& link, const NatsLink& bulk, Config config)
     : link_(link),
+      bulk_(bulk),
       config_(std::move(config)),
       stream_(absl::StrCat(config_.prefix, "_QUEUE")),
       subjects_(absl::StrCat(absl::AsciiStrToLower(config_.prefix), ".queue.")) {}
@@ -282,6 +286,10 @@ std::vector<bool> QueueStream::ack_many(const std::vector<std::string>& ack_subj
   size_t last = ack_subjects.size();
   while (last > 0 && ack_subjects[last - 1].empty()) --last;
   if (last == 0) return confirmed;
+  // The bulk connection reconnects on its own: while it is away the batch goes the plain way.
+  if (last >= kGatherFrom && natsConnection_Status(bulk_.nc()) == NATS_CONN_STATUS_CONNECTED) {
+    return ack_gathered(ack_subjects, last, kind);
+  }
   const char* body = ack_body(kind);
   for (size_t i = 0; i + 1 < last; ++i) {
     if (ack_subjects[i].empty()) continue;
@@ -291,6 +299,42 @@ std::vector<bool> QueueStream::ack_many(const std::vector<std::string>& ack_subj
   }
   if (ack(ack_subjects[last - 1], kind)) {
     for (size_t i = 0; i < last; ++i) confirmed[i] = !ack_subjects[i].empty();
+  }
+  return confirmed;
+}
+
+std::vector<bool> QueueStream::ack_gathered(const std::vector<std::string>& ack_subjects,
+                                            size_t last, AckKind kind) {
+  std::vector<bool> confirmed(ack_subjects.size(), false);
+  natsConnection* nc = bulk_.nc();
+  natsInbox* inbox = nullptr;
+  natsSubscription* sub = nullptr;
+  natsStatus s = natsInbox_Create(&inbox);
+  if (s == NATS_OK) s = natsConnection_SubscribeSync(&sub, nc, inbox);
+  const char* body = ack_body(kind);
+  for (size_t i = 0; s == NATS_OK && i + 1 < last; ++i) {
+    if (!ack_subjects[i].empty())
+      s = natsConnection_PublishString(nc, ack_subjects[i].c_str(), body);
+  }
+  if (s == NATS_OK) {
+    s = natsConnection_PublishRequestString(nc, ack_subjects[last - 1].c_str(), inbox, body);
+  }
+  // One write for the batch; the reply to the last ack says the server processed them all.
+  if (s == NATS_OK) s = natsConnection_FlushTimeout(nc, bulk_.timeout_ms());
+  natsMsg* reply = nullptr;
+  if (s == NATS_OK) s = natsSubscription_NextMsg(&reply, sub, bulk_.timeout_ms());
+  if (reply != nullptr) natsMsg_Destroy(reply);
+  if (sub != nullptr) {
+    natsSubscription_Unsubscribe(sub);
+    natsSubscription_Destroy(sub);
+  }
+  natsInbox_Destroy(inbox);
+  if (s == NATS_OK) {
+    for (size_t i = 0; i < last; ++i) confirmed[i] = !ack_subjects[i].empty();
+  } else {
+    runtime::Logger::mail().warn(
+        absl::StrCat("nats provider: ", body, " of ", last,
+                     " copies was not confirmed: ", natsStatus_GetText(s)));
   }
   return confirmed;
 }

@@ -46,7 +46,8 @@ class QueueStream {
     absl::Duration ack_wait;
     int64_t max_ack_pending = 0;
   };
-  QueueStream(const NatsLink& link, Config config);
+  // `bulk`: a second connection of the same server without send-asap, for batches of acks.
+  QueueStream(const NatsLink& link, const NatsLink& bulk, Config config);
 
   // Finds or creates the stream `<P>_QUEUE` (work queue, file storage).
   absl::Status ensure();
@@ -86,7 +87,12 @@ class QueueStream {
   absl::StatusOr<std::string> encode(const Letter& letter) const;
   std::string consumer_name(const std::string& address) const;
 
+  // The acks of a batch buffered on `bulk` and flushed once, confirmed by the last one's reply.
+  std::vector<bool> ack_gathered(const std::vector<std::string>& ack_subjects, size_t last,
+                                 AckKind kind);
+
   const NatsLink& link_;
+  const NatsLink& bulk_;
   const Config config_;
   const std::string stream_;    // P_QUEUE
   const std::string subjects_;  // "p.queue."
