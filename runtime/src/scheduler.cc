@@ -87,9 +87,12 @@ class Worker {
     if (sched_.sleepers_.load(std::memory_order_seq_cst) > 0) sched_.wake_one();
   }
 
-  // From any thread: wakes this worker if it sleeps. Returns whether it was asleep.
+  // From any thread: wakes this worker if it sleeps and nobody woke it since it went to sleep.
+  // Returns whether this call woke it. One wake per sleep: a thread outside the workers that
+  // makes actors runnable in a burst pays the sleep mutex and the notify once, not per actor.
   bool wake() {
     if (!sleeping_.load(std::memory_order_seq_cst)) return false;
+    if (wake_sent_.exchange(true, std::memory_order_seq_cst)) return false;
     std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
     wake_ = true;
     sleep_cv_.notify_one();
@@ -235,6 +238,7 @@ class Worker {
         }
       }
     }
+    wake_sent_.store(false, std::memory_order_seq_cst);
     sleeping_.store(true, std::memory_order_seq_cst);
     sched_.sleepers_.fetch_add(1, std::memory_order_seq_cst);
     if (!has_work() && !sched_.stopping_.load(std::memory_order_seq_cst)) {
@@ -269,6 +273,7 @@ class Worker {
   int active_ = 0;
 
   std::atomic<bool> sleeping_{false};
+  std::atomic<bool> wake_sent_{false};  // a wake() since sleeping_ was last set
   boost::fibers::mutex sleep_mu_;
   boost::fibers::condition_variable sleep_cv_;
   boost::fibers::condition_variable exit_cv_;
