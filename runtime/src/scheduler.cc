@@ -1,7 +1,6 @@
 #include "postal/runtime/scheduler.h"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -54,8 +53,6 @@ class RunnerStack {
 };
 // After this many LIFO-slot runs in a row the slot yields to the FIFO queue (no starvation).
 constexpr int kMaxLifoStreak = 32;
-// At most this many runnables move from the inject queue to a worker's queue at once.
-constexpr size_t kInjectBatch = 32;
 // A sleeping worker re-checks for work at least this often, whatever happened to a wake-up.
 constexpr auto kSleepCap = std::chrono::milliseconds(20);
 
@@ -166,26 +163,11 @@ class Worker {
     lifo_streak_ = 0;
     // Every so often look at the shared queue first, so foreign runnables are not starved.
     if ((++tick_ & 63) == 0) {
-      if (Schedulable* s = take_injected()) return s;
+      if (Schedulable* s = sched_.pop_inject()) return s;
     }
     if (Schedulable* s = local_.pop()) return s;
-    if (Schedulable* s = take_injected()) return s;
+    if (Schedulable* s = sched_.pop_inject()) return s;
     return steal_from_others();
-  }
-
-  // Takes a batch from the inject queue: runs the first, queues the rest here (stealable). One
-  // turn of the queue's consumer flag per batch, and the producers' end of the queue is touched
-  // once per batch instead of once per runnable.
-  Schedulable* take_injected() {
-    std::array<InjectLink*, kInjectBatch> batch;
-    const size_t n = sched_.inject_.try_pop_many(batch.data(), batch.size());
-    if (n == 0) return nullptr;
-    for (size_t i = 1; i < n; ++i) {
-      Schedulable* s = static_cast<Schedulable*>(batch[i]);
-      if (!local_.push(s)) sched_.push_inject(s);
-    }
-    if (n > 1 && sched_.sleepers_.load(std::memory_order_seq_cst) > 0) sched_.wake_one();
-    return static_cast<Schedulable*>(batch[0]);
   }
 
   Schedulable* steal_from_others() {
