@@ -31,21 +31,6 @@ TEST(InjectQueue, EmptyQueuePopsNothing) {
   EXPECT_EQ(q.try_pop(), nullptr);
 }
 
-TEST(InjectQueue, TryPopManyTakesAtMostMaxInPushOrder) {
-  InjectQueue q;
-  std::vector<Node> nodes(5);
-  for (Node& n : nodes) q.push(&n);
-  InjectLink* out[3];
-  ASSERT_EQ(q.try_pop_many(out, 3), 3u);
-  EXPECT_EQ(out[0], &nodes[0]);
-  EXPECT_EQ(out[2], &nodes[2]);
-  ASSERT_EQ(q.try_pop_many(out, 3), 2u);
-  EXPECT_EQ(out[0], &nodes[3]);
-  EXPECT_EQ(out[1], &nodes[4]);
-  EXPECT_EQ(q.try_pop_many(out, 3), 0u);
-  EXPECT_FALSE(q.maybe_nonempty());
-}
-
 TEST(InjectQueue, OneThreadPopsInPushOrderAndEmptiesAgain) {
   InjectQueue q;
   std::vector<Node> nodes(5);
@@ -80,26 +65,17 @@ TEST(InjectQueue, ConcurrentProducersAndConsumersLoseAndDuplicateNothing) {
   std::atomic<bool> out_of_order{false};
   const absl::Time deadline = absl::Now() + kDeadline;
   std::vector<std::thread> threads;
-  // Consumer 0 pops one at a time, the others in batches (as a worker does).
   for (int c = 0; c < kConsumers; ++c) {
-    threads.emplace_back([&, c] {
+    threads.emplace_back([&] {
       std::vector<int> last(kProducers, -1);
-      InjectLink* batch[7];
       while (total.load() < kTotal && absl::Now() < deadline) {
-        size_t got = 0;
-        if (c == 0) {
-          batch[0] = q.try_pop();
-          got = batch[0] != nullptr ? 1 : 0;
-        } else {
-          got = q.try_pop_many(batch, 7);
-        }
-        for (size_t i = 0; i < got; ++i) {
-          Node* n = static_cast<Node*>(batch[i]);
-          n->popped.fetch_add(1);
-          if (n->seq <= last[n->producer]) out_of_order.store(true);
-          last[n->producer] = n->seq;
-        }
-        total.fetch_add(static_cast<int>(got));
+        InjectLink* l = q.try_pop();
+        if (l == nullptr) continue;
+        Node* n = static_cast<Node*>(l);
+        n->popped.fetch_add(1);
+        if (n->seq <= last[n->producer]) out_of_order.store(true);
+        last[n->producer] = n->seq;
+        total.fetch_add(1);
       }
     });
   }

@@ -55,21 +55,6 @@ class InjectQueue {
     return n;
   }
 
-  // Any thread: pops up to `max` nodes into `out` under one turn of the consumer flag and
-  // returns how many (0 in the cases where try_pop returns nullptr).
-  size_t try_pop_many(InjectLink** out, size_t max) {
-    if (max == 0 || !maybe_nonempty()) return 0;
-    if (popping_.exchange(true, std::memory_order_acquire)) return 0;
-    size_t n = 0;
-    while (n < max) {
-      InjectLink* l = pop_locked();
-      if (l == nullptr) break;
-      out[n++] = l;
-    }
-    popping_.store(false, std::memory_order_release);
-    return n;
-  }
-
   // Any thread: false means nothing is queued (or a push has not begun its exchange).
   bool maybe_nonempty() const {
     return head_.load(std::memory_order_seq_cst) != &stub_ ||
