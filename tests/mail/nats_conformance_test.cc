@@ -94,7 +94,7 @@ class NatsProviderTest : public ::testing::Test {
   std::unique_ptr<PostOffice> a_, b_;
 };
 
-TEST_F(NatsProviderTest, AMailboxIsSharedByEveryProviderOfThePrefix) {
+TEST_F(NatsProviderTest, M_RECV_1_AMailboxIsSharedByEveryProviderOfThePrefix) {
   ASSERT_TRUE(a_->post(kInbox, Letter::text("one")).ok());
   ASSERT_TRUE(a_->post(kInbox, Letter::text("two")).ok());
   std::optional<Delivery> first = *b_->fetch(kInbox, {});
@@ -105,7 +105,7 @@ TEST_F(NatsProviderTest, AMailboxIsSharedByEveryProviderOfThePrefix) {
   EXPECT_EQ(b_->status(kInbox)->unread_count, 0u);
 }
 
-TEST_F(NatsProviderTest, AHeldCopyIsNobodyElsesUntilItsHolderReturnsIt) {
+TEST_F(NatsProviderTest, M_ACK_1_AHeldCopyIsNobodyElsesUntilItsHolderReturnsIt) {
   ASSERT_TRUE(a_->post(kInbox, Letter::text("x")).ok());
   std::optional<Delivery> held = *a_->fetch(kInbox, {.ack = AckMode::kManual});
   ASSERT_TRUE(held.has_value());
@@ -120,7 +120,7 @@ TEST_F(NatsProviderTest, AHeldCopyIsNobodyElsesUntilItsHolderReturnsIt) {
 
 // The server's ack wait is the backstop: a process killed while it holds a copy under a lease
 // that never expires loses it to the others one ack wait (1 s here) later, not never.
-TEST_F(NatsProviderTest, ACopyHeldByAKilledProcessComesBackAfterTheServersAckWait) {
+TEST_F(NatsProviderTest, M_ACK_3_ACopyHeldByAKilledProcessComesBackAfterTheServersAckWait) {
   ASSERT_TRUE(a_->post(kInbox, Letter::text("orphan")).ok());
   test_support::ScratchDir dir;
   const std::filesystem::path log = dir.path() / "child.log";
@@ -138,7 +138,7 @@ TEST_F(NatsProviderTest, ACopyHeldByAKilledProcessComesBackAfterTheServersAckWai
 
 // Big batches settle with their acks gathered into one write on a second connection: every copy
 // of the batch is settled, the way asked, and confirmed.
-TEST_F(NatsProviderTest, ABigBatchSettlesEveryCopyAtOnce) {
+TEST_F(NatsProviderTest, M_ACK_6_ABigBatchSettlesEveryCopyAtOnce) {
   for (int i = 0; i < 40; ++i) ASSERT_TRUE(a_->post(kInbox, Letter::text("x")).ok());
   std::vector<Delivery> first =
       *a_->fetch_batch(kInbox, {.ack = AckMode::kManual, .max_messages = 20});
@@ -154,7 +154,7 @@ TEST_F(NatsProviderTest, ABigBatchSettlesEveryCopyAtOnce) {
   EXPECT_TRUE(b_->fetch_batch(kInbox, {.max_messages = 64})->empty());
 }
 
-TEST_F(NatsProviderTest, PushSubscriptionsAreRefusedAsUndeclaredAndChangeNothing) {
+TEST_F(NatsProviderTest, M_KIND_1_PushSubscriptionsAreRefusedAsUndeclaredAndChangeNothing) {
   EXPECT_FALSE(a_->provider("nats")->can(Capability::kSubscribe));
   absl::StatusOr<Subscription> sub =
       a_->subscribe(kInbox, [](const Letter&) { return absl::OkStatus(); });
@@ -163,7 +163,7 @@ TEST_F(NatsProviderTest, PushSubscriptionsAreRefusedAsUndeclaredAndChangeNothing
   EXPECT_EQ(a_->post(kInbox, Letter::text("x"))->path, PostPath::kQueued);
 }
 
-TEST_F(NatsProviderTest, ALetterOverTheServersMaxPayloadIsRefusedAndNothingIsStored) {
+TEST_F(NatsProviderTest, M_BOX_6_ALetterOverTheServersMaxPayloadIsRefusedAndNothingIsStored) {
   Letter big = Letter::text(std::string(2 << 20, 'x'));  // nats-server's default: 1 MiB
   absl::StatusOr<PostReceipt> r = a_->post(kInbox, big);
   ASSERT_FALSE(r.ok());
@@ -183,7 +183,7 @@ TEST_F(NatsProviderTest, ALetterOverTheServersMaxPayloadIsRefusedAndNothingIsSto
 // fetch never mistakes silence for an empty mailbox), a settlement that could not reach it
 // reports false and does not take effect later; once the server is back the provider works
 // again, and every acknowledged post is there — the copy whose ack was lost comes back too.
-TEST(NatsProvider, AServerKilledMidTrafficFailsVerbsThenNothingAcknowledgedIsLost) {
+TEST(NatsProvider, M_ACK_2_AServerKilledMidTrafficFailsVerbsThenNothingAcknowledgedIsLost) {
   ASSERT_FALSE(NatsServer::binary().empty()) << NatsServer::kMissing;
   test_support::ScratchDir dir;
   NatsServer nats(dir.path() / "nats");
