@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "postal/actors/actor_handle.h"
+#include "postal/actors/context.h"
 #include "gtest/gtest.h"
 #include "mail_conformance.h"
 #include "post_rig.h"
@@ -180,6 +182,109 @@ TEST(PostBatching, TheHostRefusesAMalformedBatchAndABadLetterAlone) {
   ASSERT_EQ(queued->size(), 2u);
   EXPECT_EQ((*queued)[0].letter().body.text(), "first");
   EXPECT_EQ((*queued)[1].letter().body.text(), "third");
+}
+
+
+// What HeldBatches received, shared with the test.
+class Held {
+ public:
+  void add(MailPost m) {
+    absl::MutexLock lock(&mu_);
+    batches_.push_back(std::move(m));
+  }
+  // True once `n` batches arrived (false after kWait).
+  bool wait_for(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return batches_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&arrived), kWait);
+  }
+  std::vector<size_t> sizes() {
+    absl::MutexLock lock(&mu_);
+    std::vector<size_t> out;
+    for (const MailPost& b : batches_) out.push_back(b.letters.size());
+    return out;
+  }
+  // Accepts every letter of batch `i`.
+  void answer(runtime::SendContext& from, size_t i) {
+    absl::MutexLock lock(&mu_);
+    MailReply r;
+    for (const std::string& address : batches_[i].addresses) {
+      r.receipts.push_back(WirePostReceipt::of(
+          PostReceipt{.address = address, .message_id = "", .send_id = "", .deliveries = 0}));
+    }
+    batches_[i].reply_to.send(from, std::move(r));
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<MailPost> batches_ ABSL_GUARDED_BY(mu_);
+};
+
+// Speaks the host's side of the post protocol itself and answers no batch until the test does,
+// so the test sees every batch the provider sends and decides when each is answered.
+class HeldBatches final : public actors::Actor, public actors::Handles<MailHello, MailPost> {
+ public:
+  explicit HeldBatches(std::shared_ptr<Held> held) : held_(std::move(held)) {}
+  absl::Status handle(actors::Context& cx, MailHello m) override {
+    m.reply_to.send(cx, MailReply{});
+    return absl::OkStatus();
+  }
+  absl::Status handle(actors::Context&, MailPost m) override {
+    held_->add(std::move(m));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::shared_ptr<Held> held_;
+};
+
+// A post goes at once when nothing is unanswered; while answers are coming, posts gather and go
+// in full batches of PostBatcher::kFillLetters, and a batch that is not full waits until every
+// answer is back — an answer while others are still coming sends nothing.
+TEST(PostBatching, WhileAnswersAreComingOnlyFullBatchesGoAndTheRestWaitsForTheLastAnswer) {
+  std::shared_ptr<Rig> rig = make_rig({});
+  ASSERT_NE(rig, nullptr);
+  auto held = std::make_shared<Held>();
+  absl::StatusOr<actors::ActorHandle<HeldBatches>> host =
+      actors::spawn<HeldBatches>(rig->host_node->proc(), "held-batches", held);
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<std::unique_ptr<PostProvider>> provider = PostProvider::create(PostOptions{
+      .context = std::shared_ptr<runtime::SendContext>(rig, rig->client.get()),
+      .host = host->addr()});
+  ASSERT_TRUE(provider.ok()) << provider.status();
+  ASSERT_TRUE((*provider)->start().ok());
+  const MailAddress to = *MailAddress::parse(kInbox);
+  absl::Mutex mu;
+  int answered = 0;
+  auto post = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      (*provider)->post_async(to, Letter::text("x"), [&](absl::StatusOr<PostReceipt> r) {
+        EXPECT_TRUE(r.ok()) << r.status();
+        absl::MutexLock lock(&mu);
+        ++answered;
+      });
+    }
+  };
+  auto wait_answered = [&](int n) {
+    absl::MutexLock lock(&mu);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answered >= n; };
+    return mu.AwaitWithTimeout(absl::Condition(&done), kWait);
+  };
+
+  post(1 + 3 * 64 + 9);
+  ASSERT_TRUE(held->wait_for(4));
+  EXPECT_EQ(held->sizes(), (std::vector<size_t>{1, 64, 64, 64}));  // nine wait
+  // Three answers back, one still coming: the nine still wait (the old rule sent them at once,
+  // before the answers' continuations ran).
+  for (size_t i = 0; i < 3; ++i) held->answer(*rig->client, i);
+  ASSERT_TRUE(wait_answered(1 + 2 * 64));
+  post(1);  // now ten wait
+  held->answer(*rig->client, 3);
+  ASSERT_TRUE(held->wait_for(5));
+  EXPECT_EQ(held->sizes(), (std::vector<size_t>{1, 64, 64, 64, 10}));
+  held->answer(*rig->client, 4);
+  EXPECT_TRUE(wait_answered(1 + 3 * 64 + 10));
+  (*provider)->stop({});
 }
 
 }  // namespace

@@ -10,17 +10,19 @@ void PostBatcher::post(std::string address, WireLetter letter, MailProvider::Pos
   {
     absl::MutexLock lock(&mu_);
     const size_t bytes = letter.bytes.size();
-    if (!next_.dones.empty() &&
-        (next_.dones.size() >= kMaxLetters || next_.bytes + bytes > kMaxBatchBytes)) {
-      full_.push_back(std::move(next_));
-      next_ = Batch{};
-    }
+    if (!next_.dones.empty() && next_.bytes + bytes > kMaxBatchBytes) close_next();
     next_.request.addresses.push_back(std::move(address));
     next_.request.letters.push_back(std::move(letter));
     next_.dones.push_back(std::move(done));
     next_.bytes += bytes;
+    if (next_.dones.size() >= kFillLetters) close_next();
   }
   flush();
+}
+
+void PostBatcher::close_next() {
+  full_.push_back(std::move(next_));
+  next_ = Batch{};
 }
 
 void PostBatcher::flush() {
@@ -32,7 +34,7 @@ void PostBatcher::flush() {
       if (!full_.empty()) {
         batch = std::move(full_.front());
         full_.erase(full_.begin());
-      } else if (!next_.dones.empty()) {
+      } else if (!next_.dones.empty() && in_flight_ == 0) {
         batch = std::move(next_);
         next_ = Batch{};
       } else {

@@ -1,8 +1,12 @@
 // PostBatcher: the posts of one PostProvider, sent to its host in batches (internal).
 //
-// A post is sent at once while fewer than kBatchesInFlight batches are unanswered; past that it
-// waits in the next batch, which goes out when an answer comes back — at low load every post
-// travels alone and at once, under load the posts made while the host works travel together
+// A post is sent at once when no batch is unanswered. While one is, posts gather in the next
+// batch, which goes out when it holds kFillLetters (or kMaxBatchBytes) and fewer than
+// kBatchesInFlight batches are unanswered, or — not yet full — when every answer is back (a
+// partial batch never goes out while an answer is coming: that answer sends it). So at low load
+// every post travels alone and at once, and under load the posts travel in batches of
+// kFillLetters that keep the host, its store and the link busy at the same time: a window of
+// posts becomes a pipeline of equal batches instead of one large batch and a trail of tiny ones
 // (one request and one reply per batch instead of per post). Posts reach the host in the order
 // they were made, batch after batch, and the host applies a batch in order; so sync and async
 // posts of one provider keep their order (both go through here).
@@ -28,10 +32,11 @@ namespace postal::mail::post_internal {
 
 class PostBatcher : public std::enable_shared_from_this<PostBatcher> {
  public:
-  static constexpr size_t kBatchesInFlight = 2;
-  // A batch carries at most this many letters (the host refuses more) and, past the first
-  // letter, at most this many body bytes.
-  static constexpr size_t kMaxLetters = kMaxPostBatch;
+  static constexpr size_t kBatchesInFlight = 8;
+  // A batch is full at this many letters (the host takes up to kMaxPostBatch) or, past the
+  // first letter, at this many body bytes.
+  static constexpr size_t kFillLetters = 64;
+  static_assert(kFillLetters <= kMaxPostBatch);
   static constexpr size_t kMaxBatchBytes = 1 << 20;
 
   // Holds the link weakly: the provider owns it, and an answer running on a proc thread must
@@ -48,6 +53,7 @@ class PostBatcher : public std::enable_shared_from_this<PostBatcher> {
     std::vector<MailProvider::PostDone> dones;
     size_t bytes = 0;
   };
+  void close_next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // next_ is full: it queues in full_
   // Sends the waiting batch while the window allows, one sender at a time, in order.
   void flush();
   void on_answer(std::vector<MailProvider::PostDone> dones, absl::StatusOr<MailReply> reply);
