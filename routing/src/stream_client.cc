@@ -140,7 +140,7 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
   if (const std::shared_ptr<wire::ByteStream>& stream = env->data().stream()) {
     size = static_cast<size_t>(stream->size());
   } else {
-    absl::StatusOr<std::string_view> payload = env->data().bytes();
+    absl::StatusOr<wire::PayloadBytes*> payload = env->data().serialized();
     if (!payload.ok()) {  // cereal's exceptions become ProtocolMismatch at the wire boundary
       std::string target = target_of(*env);
       return fail_now(std::move(env), ret,
@@ -148,7 +148,7 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
                                                          runtime::InvalidReason::kProtocolMismatch,
                                                          std::string(payload.status().message())));
     }
-    size = payload->size();
+    size = (*payload)->size();
     // A payload that will travel in chunks is held as its bytes only (wire.md §9.10).
     if (size > options_.chunk_bytes) env->data().keep_bytes_only();
   }

@@ -77,6 +77,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -186,7 +187,11 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
     uint64_t seq;
     runtime::EnvelopePtr env;  // returned as it was posted when the channel closes
     std::string frame;         // prefix, kind and body; without the payload when `sliced`
-    std::string_view payload;  // the envelope's cached payload bytes, written after `frame`
+    // The envelope's cached payload bytes, written after `frame` from where they are: one
+    // run, or a few when large fields were referenced, not copied (wire::PayloadBytes). The
+    // envelope above owns them.
+    absl::InlinedVector<std::string_view, 3> payload;
+    size_t payload_bytes = 0;
     bool sliced = false;
     Transfer* transfer = nullptr;  // a chunked envelope's transfer
   };
