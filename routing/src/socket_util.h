@@ -45,8 +45,10 @@ absl::Status connect_blocking(Socket& socket, const std::vector<Endpoint>& endpo
 // FD_CLOEXEC on a descriptor asio opened (asio does not ask for it): no exec'd child inherits it.
 void set_cloexec(int fd);
 
-// TCP_NODELAY on tcp sockets (frames are batched by the channel; Nagle only adds latency).
+// TCP_NODELAY on tcp sockets (frames are batched by the channel; Nagle only adds latency);
+// a send buffer of kIpcSendBuffer on ipc sockets.
 void tune(Socket& socket, const runtime::ChannelAddr& addr);
+inline constexpr int kIpcSendBuffer = 2 << 20;
 
 // The port of a bound tcp endpoint.
 uint16_t tcp_port(const Endpoint& endpoint);
