@@ -547,7 +547,7 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(
     return stream_error(
         absl::StrCat("payload of ", r.left(), " bytes, the header says ", payload_len));
   }
-  if (block != nullptr && payload_len >= kSliceMin) {
+  if (block != nullptr && payload_len > kSliceOver) {  // §14.3 rule 49
     env->data() = wire::Any::from_slice(type_hash, block, r.rest());
   } else {
     env->data() = wire::Any::from_bytes(type_hash, std::string(r.rest()));

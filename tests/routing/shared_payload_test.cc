@@ -30,8 +30,9 @@ POSTAL_MESSAGE(postal::routing::channel_test::SharedMsg, "test.routing.channel.S
 namespace postal::routing::channel_test {
 namespace {
 
-// Sizes around the thresholds: copied (< 4 KiB), gathered but copied on receipt (< 16 KiB),
-// gathered and sliced; all under the 256 KiB chunk size.
+// Sizes around the thresholds: copied when sent (< 4 KiB); gathered when sent and copied on
+// receipt (payload ≤ 64 KiB); gathered and kept as a slice of the receive buffer (the rest); all
+// under the 256 KiB chunk size.
 size_t size_of(int64_t n) {
   static constexpr size_t kSizes[] = {100, 5000, 20'000, 64 << 10, 200'000};
   return kSizes[n % 5];
