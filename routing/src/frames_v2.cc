@@ -318,11 +318,12 @@ void FrameSplitter::feed(std::string_view bytes) {
 char* FrameSplitter::prepare(size_t n) {
   // §14.3: a buffer some payload still slices (use_count > 1) is never written again; the
   // bytes not yet returned move to a fresh one.
-  const bool shared = data_ != nullptr && data_.use_count() > 1;
+  const bool shared = data_ != nullptr && data_.use_count() > 2;  // data_ and block_ are ours
   if (start_ == end_) {  // every frame was returned: a large frame's buffer goes
     start_ = end_ = 0;
     if (shared || (cap_ > kKeptCapacity && n <= kKeptCapacity)) {
       data_.reset();
+      block_.reset();
       cap_ = 0;
     }
   } else if (!shared && start_ > 0 && (cap_ - end_ < n || start_ * 2 >= end_)) {  // compact
@@ -340,6 +341,7 @@ char* FrameSplitter::prepare(size_t n) {
     end_ = live;
     start_ = 0;
     data_ = std::move(data);
+    block_ = data_;
     cap_ = cap;
   }
   return data_.get() + end_;

@@ -122,8 +122,11 @@ class Any {
     if (stream_) return still_arriving();
     if (!bytes_) return absl::FailedPreconditionError("payload is empty");
     T value{};
+    // Only bytes that can hold a field worth slicing are shared with the value.
+    std::shared_ptr<const void> owner =
+        bytes_->size() >= WireInputArchive::kSliceMin ? bytes_->contiguous_owner() : nullptr;
     absl::Status s =
-        decode_into(bytes_->contiguous(), value, wire::type_name<T>(), bytes_->contiguous_owner());
+        decode_into(bytes_->contiguous(), value, wire::type_name<T>(), std::move(owner));
     if (!s.ok()) return s;
     emplace<T>(std::move(value));
     return absl::OkStatus();

@@ -27,16 +27,32 @@ class PayloadBytes {
  public:
   explicit PayloadBytes(std::string bytes) : PayloadBytes(std::move(bytes), {}) {}
   // The archive's bytes and the fields it referenced (ByteRef::at ascending).
-  PayloadBytes(std::string flat, std::vector<ByteRef> refs) : refs_(std::move(refs)) {
-    auto owned = std::make_shared<const std::string>(std::move(flat));
-    flat_ = *owned;
-    owner_ = std::move(owned);
+  PayloadBytes(std::string flat, std::vector<ByteRef> refs)
+      : own_(std::move(flat)), refs_(std::move(refs)) {
+    flat_ = own_;
     size_ = flat_.size();
     for (const ByteRef& r : refs_) size_ += r.bytes.size();
   }
   // `bytes`, kept alive by `owner`.
   PayloadBytes(std::shared_ptr<const void> owner, std::string_view bytes)
       : owner_(std::move(owner)), flat_(bytes), size_(bytes.size()) {}
+  // Moved only before pieces are handed out (an Any holds it by pointer): owned bytes of a
+  // short string live inside the object.
+  PayloadBytes(PayloadBytes&& other) noexcept { *this = std::move(other); }
+  PayloadBytes& operator=(PayloadBytes&& other) noexcept {
+    const bool owns = other.owner_ == nullptr;  // flat_ views other.own_
+    owner_ = std::move(other.owner_);
+    own_ = std::move(other.own_);
+    flat_ = owns ? std::string_view(own_) : other.flat_;
+    refs_ = std::move(other.refs_);
+    size_ = other.size_;
+    joined_ = std::move(other.joined_);
+    other.flat_ = {};
+    other.size_ = 0;
+    return *this;
+  }
+  PayloadBytes(const PayloadBytes&) = delete;
+  PayloadBytes& operator=(const PayloadBytes&) = delete;
 
   size_t size() const { return size_; }
   bool gathered() const { return !refs_.empty(); }
@@ -69,11 +85,20 @@ class PayloadBytes {
     }
     return *joined_;
   }
-  // What keeps `contiguous()` alive: decoding may take slices of it (shared_bytes.h).
+  // What keeps `contiguous()` alive: decoding may take slices of it (shared_bytes.h). Owned
+  // bytes become shared here, once; their heap buffer stays where it is (a string long enough
+  // to have pieces handed out is never a short one), so pieces handed out stay valid.
   std::shared_ptr<const void> contiguous_owner() {
-    if (!gathered()) return owner_;
-    contiguous();
-    return joined_;
+    if (gathered()) {
+      contiguous();
+      return joined_;
+    }
+    if (owner_ == nullptr) {
+      auto shared = std::make_shared<const std::string>(std::move(own_));
+      flat_ = *shared;
+      owner_ = std::move(shared);
+    }
+    return owner_;
   }
   // Becomes one owned run and lets the referenced fields go (nothing may hold pieces).
   void flatten() {
@@ -81,12 +106,14 @@ class PayloadBytes {
     contiguous();
     owner_ = joined_;
     flat_ = *joined_;
+    own_ = std::string();
     refs_.clear();
     joined_.reset();
   }
 
  private:
-  std::shared_ptr<const void> owner_;  // keeps flat_ alive
+  std::shared_ptr<const void> owner_;  // keeps flat_ alive; null when flat_ views own_
+  std::string own_;
   std::string_view flat_;
   std::vector<ByteRef> refs_;
   size_t size_ = 0;

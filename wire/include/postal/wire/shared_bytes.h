@@ -44,6 +44,19 @@ class SharedBytes {
   // `bytes`, kept alive by `owner` (a receive buffer, a string).
   SharedBytes(std::shared_ptr<const void> owner, std::string_view bytes)
       : owner_(std::move(owner)), data_(bytes.data()), size_(bytes.size()) {}
+  SharedBytes(const SharedBytes&) = default;
+  SharedBytes& operator=(const SharedBytes&) = default;
+  // A moved-from SharedBytes is empty (not a view of bytes it no longer keeps alive).
+  SharedBytes(SharedBytes&& other) noexcept
+      : owner_(std::move(other.owner_)),
+        data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)) {}
+  SharedBytes& operator=(SharedBytes&& other) noexcept {
+    owner_ = std::move(other.owner_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    return *this;
+  }
 
   const char* data() const { return data_; }
   size_t size() const { return size_; }
