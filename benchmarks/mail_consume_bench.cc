@@ -17,6 +17,11 @@
 //   BM_PostalPostSubscribeIpc/bytes    post→subscribe across processes: post_async (256 in
 //                                      flight) to a queue mailbox with one subscriber in this
 //                                      process, timed until its callback has seen the round
+//   BM_NatsProviderConsume/bytes       the `nats` provider (nats_provider.h) on the same server:
+//                                      fetch_batch(256, manual) and ack_all — beside
+//                                      BM_JetStreamPullAck, whose acks are not confirmed (ours are)
+//   BM_NatsProviderPostFetch/bytes     post_async (256 in flight), then fetch_batch(256) auto —
+//                                      beside BM_JetStreamPublishPullAck
 //
 // Needs nats-server (Debian `nats-server`) and the `postal` binary (POSTAL_BINARY, built with it).
 // docs/benchmarks.md, "Consuming mail", has the command and the results.
@@ -36,6 +41,7 @@
 #include "nats_server.h"
 #include "postal/mail/mailbox_host.h"
 #include "postal/mail/mem_provider.h"
+#include "postal/mail/nats_provider.h"
 #include "postal/mail/post_office.h"
 #include "postal/mail/post_provider.h"
 #include "postal/routing/host.h"
@@ -58,6 +64,7 @@ struct World {
   std::unique_ptr<runtime::Client> client;
   std::unique_ptr<PostOffice> remote;  // the post provider to that host
   std::unique_ptr<PostOffice> local;   // the mem provider, in this process
+  std::unique_ptr<PostOffice> on_nats;  // the nats provider, on the same nats-server
   std::string error;
 };
 World* g_world = nullptr;
@@ -275,6 +282,25 @@ void BM_PostalPostSubscribeIpc(benchmark::State& state) {
 }
 BENCHMARK(BM_PostalPostSubscribeIpc)->ArgsProduct({{64, 1024}})->ArgNames({"bytes"})->UseRealTime();
 
+void BM_NatsProviderConsume(benchmark::State& state) {
+  consume(state, g_world->on_nats.get(), "nats:bench@consume.bench/q");
+}
+BENCHMARK(BM_NatsProviderConsume)->ArgsProduct({{64, 1024}})->ArgNames({"bytes"})->UseRealTime();
+
+void BM_NatsProviderPostFetch(benchmark::State& state) {
+  if (!g_world->error.empty()) return state.SkipWithError(g_world->error.c_str());
+  const std::string body = body_of(state.range(0));
+  const std::string box = "nats:bench@consume.bench/pf";
+  for (auto _ : state) {
+    if (!post_round(*g_world->on_nats, box, body) ||
+        !fetch_round(*g_world->on_nats, box, AckMode::kAuto)) {
+      return state.SkipWithError("post or fetch failed");
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kRound);
+}
+BENCHMARK(BM_NatsProviderPostFetch)->ArgsProduct({{64, 1024}})->ArgNames({"bytes"})->UseRealTime();
+
 // ---- the world: nats-server -js, a `postal proc` with a MailboxHost, an in-process office -----
 
 absl::Status start_world(World& w) {
@@ -313,6 +339,12 @@ absl::Status start_world(World& w) {
   if (absl::Status s = w.remote->register_provider(*std::move(p)); !s.ok()) return s;
   if (absl::Status s = w.remote->start(); !s.ok()) return s;
 
+  auto on_nats = NatsProvider::create({.url = w.nats->url(), .prefix = "PROVIDER"});
+  if (!on_nats.ok()) return on_nats.status();
+  w.on_nats = std::make_unique<PostOffice>();
+  if (absl::Status s = w.on_nats->register_provider(*std::move(on_nats)); !s.ok()) return s;
+  if (absl::Status s = w.on_nats->start(); !s.ok()) return s;
+
   auto mem = MemProvider::create({.bus = MemBus::isolated()});
   if (!mem.ok()) return mem.status();
   w.local = std::make_unique<PostOffice>();
@@ -335,6 +367,8 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   if (world.remote) world.remote->stop();
   if (world.local) world.local->stop();
+  if (world.on_nats) world.on_nats->stop();
+  world.on_nats.reset();
   world.remote.reset();
   world.local.reset();
   world.client.reset();

@@ -29,6 +29,9 @@ struct MailCommand {
   std::string priority;         // post: critical | urgent | normal (retained mailboxes)
   std::string ack = "handled";  // fetch: handled | discard | unhandled | terminate
   std::string topology;         // empty: every running topology
+  // nats: addresses: the NATS server(s) and JetStream prefix of the nats provider.
+  std::string nats_url = "nats://127.0.0.1:4222";
+  std::string nats_prefix = "POSTAL";
   int64_t ttl_s = 0;            // create: the TTL in seconds (0: none)
   uint64_t max_messages = 0, max_message_bytes = 0;  // create: bounds (0: none)
   bool durable_all = false;                          // create

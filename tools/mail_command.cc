@@ -7,6 +7,9 @@
 // postal.MailboxHost), and runs the verb through a PostProvider from a throwaway proc on an
 // abstract ipc socket. Only `post:` addresses are served by a topology.
 //
+// A `nats:` address runs the verb through a nats provider instead (post, fetch, status; the
+// server from --nats, the prefix from --nats-prefix): no topology is needed.
+//
 // `postal mail export ADDR FILE --store DB` and `postal mail import FILE --store DB` work on a
 // store file instead, offline (mailbox_export.h): the store is opened exclusively, so they refuse
 // to run beside a MailboxHost that serves it.
@@ -25,6 +28,7 @@
 #include "postal/mail/mailbox_export.h"
 #include "postal/mail/mailbox_host.h"
 #include "postal/mail/mem_provider.h"
+#include "postal/mail/nats_provider.h"
 #include "postal/mail/post_office.h"
 #include "postal/mail/post_provider.h"
 #include "postal/mail/sqlite_mail_store.h"
@@ -312,6 +316,17 @@ int run_store_verb(const MailCommand& c) {
   return 0;
 }
 
+// A verb on a nats: address, through a nats provider of its own.
+int run_nats_verb(const MailCommand& c) {
+  absl::StatusOr<std::unique_ptr<mail::NatsProvider>> provider =
+      mail::NatsProvider::create({.url = c.nats_url, .prefix = c.nats_prefix});
+  if (!provider.ok()) return fail(provider.status());
+  mail::PostOffice office;
+  if (absl::Status s = office.register_provider(*std::move(provider)); !s.ok()) return fail(s);
+  if (absl::Status s = office.start(); !s.ok()) return fail(s);
+  return run_verb(office, c);
+}
+
 }  // namespace
 
 int mail_command(const MailCommand& command) {
@@ -339,6 +354,7 @@ int mail_command(const MailCommand& command) {
   if (command.verb != "list" && !create_private) {
     absl::StatusOr<mail::MailAddress> address = mail::MailAddress::parse(command.address);
     if (!address.ok()) return fail(address.status());
+    if (address->scheme() == mail::NatsProvider::kScheme) return run_nats_verb(command);
   }
 
   // R-SEC-1: the node authenticates with the topology's key (the state file's secret): the named

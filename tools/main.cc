@@ -151,6 +151,11 @@ int main(int argc, char** argv) {
   mail_app->add_flag("--private", mail.is_private,
                      "create: a private mailbox; prints the drawn address (give no address)");
   mail_app->add_option("--topology", mail.topology, "the topology (default: every running one)");
+  mail_app->add_option("--nats", mail.nats_url,
+                       "nats: addresses: the NATS server(s), comma-separated (default "
+                       "nats://127.0.0.1:4222)");
+  mail_app->add_option("--nats-prefix", mail.nats_prefix,
+                       "nats: addresses: the JetStream prefix of the mailboxes (default POSTAL)");
   mail_app->add_option("--max-attempts", mail.max_attempts, "policy: retry attempts in all")
       ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}));
   mail_app->add_option("--base-delay-ms", mail.base_delay_ms, "policy: first retry wait")

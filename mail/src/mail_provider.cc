@@ -39,6 +39,18 @@ absl::StatusOr<std::vector<Delivery>> MailProvider::fetch_batch(const MailAddres
   return out;
 }
 
+absl::StatusOr<std::optional<Delivery>> MailProvider::fetch_one(const MailAddress& address,
+                                                                const FetchOptions& options) {
+  FetchOptions one = options;
+  one.max_messages = 1;
+  one.max_bytes = 0;
+  one.max_wait = absl::ZeroDuration();
+  absl::StatusOr<std::vector<Delivery>> batch = fetch_batch(address, one);
+  if (!batch.ok()) return batch.status();
+  if (batch->empty()) return std::optional<Delivery>();
+  return std::optional<Delivery>(std::move(batch->front()));
+}
+
 void MailProvider::fetch_batch_async(const MailAddress& address, const FetchOptions& options,
                                      FetchDone done) {
   std::move(done)(fetch_batch(address, options));

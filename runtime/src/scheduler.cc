@@ -84,9 +84,12 @@ class Worker {
     if (sched_.sleepers_.load(std::memory_order_seq_cst) > 0) sched_.wake_one();
   }
 
-  // From any thread: wakes this worker if it sleeps. Returns whether it was asleep.
+  // From any thread: wakes this worker if it sleeps and nobody woke it since it went to sleep.
+  // Returns whether this call woke it. One wake per sleep: a thread outside the workers that
+  // makes actors runnable in a burst pays the sleep mutex and the notify once, not per actor.
   bool wake() {
     if (!sleeping_.load(std::memory_order_seq_cst)) return false;
+    if (wake_sent_.exchange(true, std::memory_order_seq_cst)) return false;
     std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
     wake_ = true;
     sleep_cv_.notify_one();
@@ -181,7 +184,7 @@ class Worker {
 
   bool has_work() const {
     if (lifo_ != nullptr || !local_.empty()) return true;
-    if (sched_.inject_size_.load(std::memory_order_seq_cst) > 0) return true;
+    if (sched_.inject_.maybe_nonempty()) return true;
     for (const auto& w : sched_.workers_) {
       if (w.get() != this && w->has_stealable()) return true;
     }
@@ -217,6 +220,7 @@ class Worker {
         }
       }
     }
+    wake_sent_.store(false, std::memory_order_seq_cst);
     sleeping_.store(true, std::memory_order_seq_cst);
     sched_.sleepers_.fetch_add(1, std::memory_order_seq_cst);
     if (!has_work() && !sched_.stopping_.load(std::memory_order_seq_cst)) {
@@ -251,6 +255,7 @@ class Worker {
   int active_ = 0;
 
   std::atomic<bool> sleeping_{false};
+  std::atomic<bool> wake_sent_{false};  // a wake() since sleeping_ was last set
   boost::fibers::mutex sleep_mu_;
   boost::fibers::condition_variable sleep_cv_;
   boost::fibers::condition_variable exit_cv_;
@@ -326,23 +331,9 @@ void Scheduler::schedule(Schedulable* s) {
   if (!options_.manual) wake_one();
 }
 
-void Scheduler::push_inject(Schedulable* s) {
-  {
-    absl::MutexLock lock(&inject_mu_);
-    inject_.push_back(s);
-  }
-  inject_size_.fetch_add(1, std::memory_order_seq_cst);
-}
+void Scheduler::push_inject(Schedulable* s) { inject_.push(s); }
 
-Schedulable* Scheduler::pop_inject() {
-  if (inject_size_.load(std::memory_order_acquire) == 0) return nullptr;
-  absl::MutexLock lock(&inject_mu_);
-  if (inject_.empty()) return nullptr;
-  Schedulable* s = inject_.front();
-  inject_.pop_front();
-  inject_size_.fetch_sub(1, std::memory_order_seq_cst);
-  return s;
-}
+Schedulable* Scheduler::pop_inject() { return static_cast<Schedulable*>(inject_.try_pop()); }
 
 void Scheduler::wake_one() {
   if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
@@ -394,6 +385,12 @@ bool Scheduler::step() {
   boost::this_fiber::yield();  // resumed waiters finish what they were doing first
   if (before_step_) before_step_();
   Schedulable* s = pop_inject();
+  // A push from another thread may be between its two stores: wait for it rather than report
+  // nothing runnable.
+  while (s == nullptr && inject_.maybe_nonempty()) {
+    spin_pause();
+    s = pop_inject();
+  }
   if (s == nullptr) return false;
   auto done = std::make_shared<bool>(false);
   boost::fibers::fiber f(std::allocator_arg, RunnerStack(),

@@ -62,6 +62,7 @@ TEST_P(MailConformance, M_DLQ_1_PushGiveUpRecordCountsTheAttemptsOfTheChainThatD
   ConformanceConfig config = dead_letters();
   config.retry = RetryPolicy{.max_attempts = 2, .base_delay = absl::Seconds(1)};
   open(config);
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kDeadLetter)) GTEST_SKIP() << "provider has no dead-letter queue";
   Recorder ok;
   Recorder failing([](const Letter&, size_t) { return RetriableError("upstream down"); });
@@ -161,6 +162,7 @@ TEST_P(MailConformance, M_DLQ_2_AtTheCapTheRecordIsParkedNeverFetched) {
 
 TEST_P(MailConformance, M_DLQ_2_ClearNeverDropsParkedRecords) {
   open(dead_letters(0));  // max_nesting 0: every give-up is parked where it happens
+  if (!can(Capability::kDeadLetter)) GTEST_SKIP() << "provider has no dead-letter queue";
   post_text(addr("inbox"), "x");
   std::optional<Delivery> d = fetch_manual(addr("inbox"));
   ASSERT_TRUE(d && d->ack(Disposition::kDiscard));

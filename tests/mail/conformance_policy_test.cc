@@ -12,6 +12,7 @@ Recorder::Respond always(absl::Status status) {
 
 TEST_P(MailConformance, M_RETRY_6_RetriesFollowTheMailboxsPolicyNotTheProviders) {
   open(ConformanceConfig{.retry = RetryPolicy{.max_attempts = 5, .base_delay = absl::Seconds(1)}});
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kPolicy)) GTEST_SKIP() << "provider has no mailbox policies";
   Recorder flaky([](const Letter&, size_t call) {
     return call < 3 ? RetriableError("not yet") : absl::OkStatus();
@@ -42,6 +43,7 @@ TEST_P(MailConformance, M_RETRY_6_RetriesFollowTheMailboxsPolicyNotTheProviders)
 
 TEST_P(MailConformance, M_RETRY_6_ASubscriptionsOwnPolicyBeatsTheMailboxs) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kPolicy)) GTEST_SKIP() << "provider has no mailbox policies";
   ASSERT_TRUE(office_
                   ->set_policy(addr("inbox"),
@@ -98,6 +100,7 @@ TEST_P(MailConformance, M_RETRY_6_TheMailboxsRoundCapGivesUp) {
 
 TEST_P(MailConformance, M_RETRY_6_DeadLetteringIsChosenPerMailbox) {
   open(ConformanceConfig{.dead_letter = DeadLetterOptions{}});
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kPolicy)) GTEST_SKIP() << "provider has no mailbox policies";
   ASSERT_TRUE(office_->set_policy(addr("off"), {.dead_letter = false}).ok());
   Recorder off(always(absl::InternalError("bad payload")));
@@ -115,6 +118,7 @@ TEST_P(MailConformance, M_RETRY_6_DeadLetteringIsChosenPerMailbox) {
 
 TEST_P(MailConformance, M_RETRY_6_AMailboxDeadLettersOnAProviderThatDoesNot) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kPolicy)) GTEST_SKIP() << "provider has no mailbox policies";
   ASSERT_TRUE(office_->set_policy(addr("kept"), {.dead_letter = true}).ok());
   Recorder kept(always(absl::InternalError("bad payload")));
@@ -175,6 +179,7 @@ TEST_P(MailConformance, M_RETRY_6_ABadPolicyIsRefusedAndChangesNothing) {
 
 TEST_P(MailConformance, M_RETRY_6_APolicyBelongsToTheAddressAndAnEmptyOneClearsIt) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kPolicy)) GTEST_SKIP() << "provider has no mailbox policies";
   EXPECT_TRUE(office_->policy(addr("inbox"))->empty());
   const MailboxPolicy policy{

@@ -13,6 +13,7 @@ namespace {
 
 TEST_P(MailConformance, M_ADDR_2_BadAddressRejectedAtEveryEntryPointNothingEnqueued) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   const std::string query = addr("inbox") + "?thread=1";
   const std::string fragment = addr("inbox") + "#top";
   Recorder r;
@@ -82,6 +83,7 @@ TEST_P(MailConformance, M_ADDR_1_BothSpellingsReachTheSameMailbox) {
 
 TEST_P(MailConformance, M_RECV_2_UnknownSchemeFailsSynchronously) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder r;
   EXPECT_TRUE(IsUnknownScheme(office_->subscribe("nosuch:box@x.test/a", r.handler()).status()));
   EXPECT_TRUE(IsUnknownScheme(office_->post("nosuch:box@x.test/a", Letter::text("x")).status()));
@@ -103,6 +105,7 @@ TEST_P(MailConformance, M_KIND_1_PostWithoutSubscriberIsQueuedForFetch) {
 
 TEST_P(MailConformance, M_KIND_1_PostWithSubscribersIsPushedToEveryOneAndNotQueued) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder a, b;
   Subscription sa = subscribe(addr("inbox"), a);
   Subscription sb = subscribe(addr("inbox"), b);
@@ -120,6 +123,7 @@ TEST_P(MailConformance, M_KIND_1_PostWithSubscribersIsPushedToEveryOneAndNotQueu
 
 TEST_P(MailConformance, M_KIND_1_SubscriberAppearingAfterPostDoesNotGetTheQueuedMessage) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   post_text(addr("inbox"), "queued-before");
   Recorder r;
   Subscription sub = subscribe(addr("inbox"), r);
@@ -136,6 +140,7 @@ TEST_P(MailConformance, M_KIND_1_SubscriberAppearingAfterPostDoesNotGetTheQueued
 
 TEST_P(MailConformance, M_RECV_2_SubscribeReturnsOnceEstablished) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder r;
   Subscription sub = subscribe(addr("inbox"), r);
   EXPECT_TRUE(sub.active());
@@ -147,6 +152,7 @@ TEST_P(MailConformance, M_RECV_2_SubscribeReturnsOnceEstablished) {
 
 TEST_P(MailConformance, M_RECV_2_DestroyingTheSubscriptionUnsubscribes) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder r;
   { Subscription sub = subscribe(addr("inbox"), r); }
   EXPECT_EQ(post_text(addr("inbox"), "after").path, PostPath::kQueued);
@@ -231,6 +237,7 @@ TEST_P(MailConformance, M_STAT_1_CountsAndLastActivity) {
 
 TEST_P(MailConformance, M_STAT_1_DrainedOrSubscribedOnlyAddressStaysOnline) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   post_text(addr("drained"), "a");
   ASSERT_TRUE(fetch(addr("drained")).has_value());
   MailboxStatus drained = status(addr("drained"));
@@ -279,6 +286,7 @@ TEST_P(MailConformance, Lifecycle_StopKeepsTheBacklogAndPurgeDropsIt) {
 
 TEST_P(MailConformance, Lifecycle_StopTearsDownEverySubscription) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder r;
   Subscription sub = subscribe(addr("inbox"), r);
   office_->stop();
@@ -292,6 +300,7 @@ TEST_P(MailConformance, Lifecycle_StopTearsDownEverySubscription) {
 
 TEST_P(MailConformance, Lifecycle_ClearDropsMessagesNeverSubscriptions) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kClear)) GTEST_SKIP() << "provider cannot clear";
   post_text(addr("inbox"), "queued");
   post_text(addr("inbox"), "leased");

@@ -21,6 +21,7 @@ ConformanceConfig with_dead_letters(ConformanceConfig config = {}) {
 
 TEST_P(MailConformance, M_ACK_4_NormalReturnIsHandled) {
   open(with_dead_letters());
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kDeadLetter)) GTEST_SKIP() << "provider has no dead-letter queue";
   Recorder r;
   Subscription sub = subscribe(addr("inbox"), r);
@@ -33,6 +34,7 @@ TEST_P(MailConformance, M_ACK_4_NormalReturnIsHandled) {
 
 TEST_P(MailConformance, M_ACK_4_PlainErrorIsDiscard) {
   open(with_dead_letters());
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kDeadLetter)) GTEST_SKIP() << "provider has no dead-letter queue";
   Recorder r(always(absl::InternalError("bad payload")));
   Subscription sub = subscribe(addr("inbox"), r);
@@ -48,6 +50,7 @@ TEST_P(MailConformance, M_ACK_4_PlainErrorIsDiscard) {
 
 TEST_P(MailConformance, M_ACK_4_RetriableErrorIsUnhandled) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder r(always(RetriableError("upstream down")));
   Subscription sub = subscribe(addr("inbox"), r);
   post_text(addr("inbox"), "x");
@@ -61,6 +64,7 @@ TEST_P(MailConformance, M_ACK_4_RetriableErrorIsUnhandled) {
 
 TEST_P(MailConformance, M_ACK_4_RetriableMeansSaysSoOr503Or504OrEconnresetOrEtimedout) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   struct Case {
     const char* path;
     absl::Status error;
@@ -91,6 +95,7 @@ TEST_P(MailConformance, M_ACK_4_RetriableMeansSaysSoOr503Or504OrEconnresetOrEtim
 
 TEST_P(MailConformance, M_ACK_4_ThrowingCallbackIsAPlainError) {
   open(with_dead_letters());
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kDeadLetter)) GTEST_SKIP() << "provider has no dead-letter queue";
   Recorder r([](const Letter&, size_t) -> absl::Status { throw std::runtime_error("boom"); });
   Subscription sub = subscribe(addr("inbox"), r);
@@ -105,6 +110,7 @@ TEST_P(MailConformance, M_ACK_4_ThrowingCallbackIsAPlainError) {
 
 TEST_P(MailConformance, M_RETRY_1_SomeSucceededIsNotRequeuedTheFailedAreDeadLettered) {
   open(with_dead_letters());
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kDeadLetter)) GTEST_SKIP() << "provider has no dead-letter queue";
   Recorder ok;
   Recorder failing(always(RetriableError("upstream down")));
@@ -123,6 +129,7 @@ TEST_P(MailConformance, M_RETRY_1_SomeSucceededIsNotRequeuedTheFailedAreDeadLett
 
 TEST_P(MailConformance, M_RETRY_1_AllFailedRetriablyLeaveOneCopyAtTheHead) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   post_text(addr("inbox"), "older");  // queued: no subscriber yet
   Recorder a(always(RetriableError("a down")));
   Recorder b(always(RetriableError("b down")));
@@ -141,6 +148,7 @@ TEST_P(MailConformance, M_RETRY_1_AllFailedRetriablyLeaveOneCopyAtTheHead) {
 
 TEST_P(MailConformance, M_RETRY_1_AllFailedFatallyIsDiscardedWithOneRecord) {
   open(with_dead_letters());
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   if (!can(Capability::kDeadLetter)) GTEST_SKIP() << "provider has no dead-letter queue";
   Recorder a(always(absl::InternalError("a rejects")));
   Recorder b(always(absl::InternalError("b rejects")));
@@ -156,6 +164,7 @@ TEST_P(MailConformance, M_RETRY_1_AllFailedFatallyIsDiscardedWithOneRecord) {
 
 TEST_P(MailConformance, M_RETRY_2_RetryReinvokesOnlyTheFailingSubscriberWithBackoff) {
   open(ConformanceConfig{.retry = RetryPolicy{.max_attempts = 3, .base_delay = absl::Seconds(1)}});
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder ok;
   Recorder flaky([](const Letter&, size_t call) {
     return call < 3 ? RetriableError("not yet") : absl::OkStatus();
@@ -189,6 +198,7 @@ TEST_P(MailConformance, M_RETRY_2_RetryReinvokesOnlyTheFailingSubscriberWithBack
 
 TEST_P(MailConformance, M_RETRY_2_ExhaustedBudgetRequeuesExactlyOnce) {
   open(ConformanceConfig{.retry = RetryPolicy{.max_attempts = 2, .base_delay = absl::Seconds(1)}});
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder a(always(RetriableError("a down")));
   Recorder b(always(RetriableError("b down")));
   Subscription sa = subscribe(addr("inbox"), a);
@@ -208,6 +218,7 @@ TEST_P(MailConformance, M_RETRY_2_ExhaustedBudgetRequeuesExactlyOnce) {
 
 TEST_P(MailConformance, M_RETRY_2_AttemptCounterIsPerCopyNotPerMessageId) {
   open(ConformanceConfig{.retry = RetryPolicy{.max_attempts = 2, .base_delay = absl::Seconds(1)}});
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder r(always(RetriableError("down")));
   Subscription sub = subscribe(addr("inbox"), r);
   PostReceipt one = post_text(addr("inbox"), "one", "dup");
@@ -260,6 +271,7 @@ TEST_P(MailConformance, M_RETRY_3_SystemHeadersAreMintedNeverTakenFromTheSender)
 
 TEST_P(MailConformance, M_RETRY_3_OneSendIdPerCopyRoundGrowsAttemptRestarts) {
   open(ConformanceConfig{.retry = RetryPolicy{.max_attempts = 2, .base_delay = absl::Seconds(1)}});
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder a(always(RetriableError("down")));
   Recorder b(always(RetriableError("down")));
   Subscription sa = subscribe(addr("inbox"), a);
@@ -292,6 +304,7 @@ TEST_P(MailConformance, M_RETRY_3_OneSendIdPerCopyRoundGrowsAttemptRestarts) {
 
 TEST_P(MailConformance, M_RETRY_4_WatchdogReturnsAStuckDeliveryToTheQueue) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Gate gate;
   Recorder r(gate.respond());
   Subscription sub = subscribe(addr("inbox"), r);
@@ -311,6 +324,7 @@ TEST_P(MailConformance, M_RETRY_4_WatchdogReturnsAStuckDeliveryToTheQueue) {
 
 TEST_P(MailConformance, M_RETRY_4_ZeroSettleTimeoutOptsOutOfTheWatchdog) {
   open(ConformanceConfig{.settle_timeout = absl::ZeroDuration()});
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Gate gate;
   Recorder r(gate.respond());
   Subscription sub = subscribe(addr("inbox"), r);
@@ -325,6 +339,7 @@ TEST_P(MailConformance, M_RETRY_4_ZeroSettleTimeoutOptsOutOfTheWatchdog) {
 
 TEST_P(MailConformance, M_RETRY_4_UnsubscribeCancelsABackoffNeverARunningCallback) {
   open(ConformanceConfig{.retry = RetryPolicy{.max_attempts = 3, .base_delay = absl::Seconds(1)}});
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   // In a backoff: cancelled at once, and the letter falls back to the queue.
   Recorder failing(always(RetriableError("down")));
   Subscription waiting = subscribe(addr("backoff"), failing);
@@ -358,6 +373,7 @@ TEST_P(MailConformance, M_RETRY_4_UnsubscribeCancelsABackoffNeverARunningCallbac
 
 TEST_P(MailConformance, M_RETRY_4_StopCancelsOnlyDeliveriesWaitingInABackoff) {
   open(ConformanceConfig{.retry = RetryPolicy{.max_attempts = 3, .base_delay = absl::Seconds(1)}});
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder failing(always(RetriableError("down")));
   Subscription sub = subscribe(addr("inbox"), failing);
   post_text(addr("inbox"), "x");
@@ -382,6 +398,7 @@ namespace {
 // M-RETRY-5: a subscription's own retry policy replaces the provider's (here: none).
 TEST_P(MailConformance, M_RETRY_5_ASubscriptionsOwnRetryPolicyReplacesTheProviders) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder flaky([](const Letter&, size_t call) {
     return call < 2 ? RetriableError("not yet") : absl::OkStatus();
   });
@@ -402,6 +419,7 @@ TEST_P(MailConformance, M_RETRY_5_ASubscriptionsOwnRetryPolicyReplacesTheProvide
 
 TEST_P(MailConformance, M_RETRY_5_ASubscriptionsOwnSettleTimeoutCancelsAStuckDelivery) {
   open();  // the provider's settle timeout: 30 s
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Gate gate;
   Recorder stuck(gate.respond());
   SubscribeOptions own;
@@ -424,6 +442,7 @@ TEST_P(MailConformance, M_RETRY_5_ASubscriptionsOwnSettleTimeoutCancelsAStuckDel
 
 TEST_P(MailConformance, M_RETRY_5_ABadPolicyIsRefusedAtSubscribe) {
   open();
+  if (!can(Capability::kSubscribe)) GTEST_SKIP() << "provider has no push subscriptions";
   Recorder r;
   SubscribeOptions bad;
   bad.retry = RetryPolicy{.max_attempts = 0};

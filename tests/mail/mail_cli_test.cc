@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/nats_server.h"
 #include "support/postal_process.h"
 
 namespace postal::test_support {
@@ -234,6 +235,37 @@ TEST_F(MailCli, M_RETRY_6_PolicyShowsSetsAndClearsAMailboxsPolicy) {
   Outcome cleared = mail({"policy", box, "--clear"});
   ASSERT_EQ(cleared.exit_status, 0) << cleared.output;
   EXPECT_NE(cleared.output.find("no policy"), std::string::npos) << cleared.output;
+}
+
+// A nats: address needs no topology: the verb runs through a nats provider on the server given.
+TEST_F(MailCli, ANatsAddressPostsAndFetchesThroughTheServerGiven) {
+  ASSERT_FALSE(NatsServer::binary().empty()) << NatsServer::kMissing;
+  NatsServer server(dir_ / "nats");
+  ASSERT_TRUE(server.ready()) << server.log();
+  const std::string box = "nats:orders@shop.test/inbox";
+  auto nats = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "mail");
+    args.insert(args.end(), {"--nats", server.url(), "--nats-prefix", "CLI"});
+    return run_postal(args, dir_ / "out.txt", seconds(30));
+  };
+  Outcome posted = nats({"post", box, "--data", "hello"});
+  ASSERT_EQ(posted.exit_status, 0) << posted.output;
+  EXPECT_NE(posted.output.find("queued for fetch"), std::string::npos) << posted.output;
+  Outcome status = nats({"status", box});
+  EXPECT_NE(status.output.find("\"unreadCount\":1"), std::string::npos) << status.output;
+  Outcome fetched = nats({"fetch", box});
+  ASSERT_EQ(fetched.exit_status, 0) << fetched.output;
+  EXPECT_NE(fetched.output.find("hello"), std::string::npos) << fetched.output;
+  Outcome empty = nats({"fetch", box});
+  EXPECT_NE(empty.output.find("no message queued"), std::string::npos) << empty.output;
+  // What JetStream cannot give is refused by name, not imitated.
+  Outcome sub = nats({"subscribe", box, "--count", "1"});
+  EXPECT_EQ(sub.exit_status, 1) << sub.output;
+  EXPECT_NE(sub.output.find("does not declare"), std::string::npos) << sub.output;
+  server.kill9();
+  Outcome down = nats({"post", box, "--data", "x"});
+  EXPECT_EQ(down.exit_status, 1) << down.output;
+  EXPECT_NE(down.output.find(server.url()), std::string::npos) << down.output;
 }
 
 }  // namespace

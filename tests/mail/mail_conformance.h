@@ -16,7 +16,8 @@
 //   * the ConformanceConfig honoured: a retry policy, dead letters, the settle timeout;
 //   * extension keys `<scheme>.subscriberCount` and `<scheme>.parkedCount`.
 // Tests of optional capabilities (peek, enumerate, clear, locate, settle-by-key, dead-letter)
-// skip when the provider does not declare them. Test names carry the docs/semantics.md rule ids.
+// skip when the provider does not declare them; so do the push tests when a provider does not
+// declare subscribe (nats: consumers pull, nats_provider.h). Test names carry the docs/semantics.md rule ids.
 #pragma once
 
 #include <functional>

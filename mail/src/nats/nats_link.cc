@@ -54,9 +54,14 @@ absl::StatusOr<std::unique_ptr<NatsLink>> NatsLink::connect(const Options& optio
   // works again once a server of the cluster is back.
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+  // Nothing is held back for a reconnect: a publish, request or ack while the server is away
+  // fails at once instead of waiting in libnats' buffer to be sent later — after the caller was
+  // told it failed (an ack reported false that then took effect, a post refused that was then
+  // stored). 0 would mean libnats' 8 MB default; no message fits in 1 byte.
+  if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(opts, 1);
   // An append that does not wait (AckInbox) would otherwise sit in libnats' buffer until its
   // flusher runs — about a millisecond on every such append's ack.
-  if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
+  if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, options.send_asap);
   if (s == NATS_OK && !options.token.empty()) s = natsOptions_SetToken(opts, options.token.c_str());
   if (s == NATS_OK) {
     if (absl::Status tls = use_tls(opts, options); !tls.ok()) {
@@ -121,6 +126,16 @@ absl::StatusOr<nlohmann::json> NatsLink::api(std::string_view api, const nlohman
         " [JetStream error ", code, "]"));
   }
   return answer;
+}
+
+absl::Status NatsLink::fits_payload(size_t bytes) const {
+  const int64_t max = natsConnection_GetMaxPayload(nc_);
+  if (max > 0 && bytes > static_cast<size_t>(max)) {
+    return BudgetExhaustedError(absl::StrCat(
+        "a message of ", bytes, " bytes is over the NATS server's max_payload of ", max,
+        " bytes; send smaller messages or raise max_payload in nats-server's configuration"));
+  }
+  return absl::OkStatus();
 }
 
 std::string hex(std::string_view bytes) {

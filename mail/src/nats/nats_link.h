@@ -25,6 +25,9 @@ class NatsLink {
     std::string tls_ca_file;  // empty: plain TCP
     std::string tls_cert_file;
     std::string tls_key_file;
+    // Every publish written at once (the default: a single request must not wait for libnats'
+    // flusher). False: publishes gather in libnats' buffer until a flush, for bulk senders.
+    bool send_asap = true;
   };
   // IoFailed, naming the server, when none answers.
   static absl::StatusOr<std::unique_ptr<NatsLink>> connect(const Options& options);
@@ -39,6 +42,8 @@ class NatsLink {
   // IoFailed for a failed call: `what` failed at the server with libnats' text and the
   // JetStream error code, and what to check.
   absl::Status error(std::string_view what, natsStatus status, jsErrCode jerr = jsErrCode(0)) const;
+  // BudgetExhausted, saying what to do, for a message body over the server's max_payload.
+  absl::Status fits_payload(size_t bytes) const;
   // A JetStream API request (`$JS.API.<api>`) with a JSON body; the JSON reply, or IoFailed when
   // there is none or it carries an error (whose `err_code` lands in `*jerr` when given).
   absl::StatusOr<nlohmann::json> api(std::string_view api, const nlohmann::json& request,

@@ -68,15 +68,7 @@ void MailStream::saw(uint64_t seq) {
   }
 }
 
-absl::Status MailStream::fits_payload(size_t bytes) const {
-  const int64_t max = natsConnection_GetMaxPayload(link_.nc());
-  if (max > 0 && bytes > static_cast<size_t>(max)) {
-    return BudgetExhaustedError(absl::StrCat(
-        "a message of ", bytes, " bytes is over the NATS server's max_payload of ", max,
-        " bytes; send smaller messages or raise max_payload in nats-server's configuration"));
-  }
-  return absl::OkStatus();
-}
+absl::Status MailStream::fits_payload(size_t bytes) const { return link_.fits_payload(bytes); }
 
 absl::StatusOr<uint64_t> MailStream::publish(const std::string& subject, std::string_view body) {
   natsMsg* reply = nullptr;

@@ -176,14 +176,7 @@ absl::StatusOr<Subscription> PostProvider::subscribe(const MailAddress& address,
 
 absl::StatusOr<std::optional<Delivery>> PostProvider::fetch(const MailAddress& address,
                                                             const FetchOptions& options) {
-  FetchOptions one = options;
-  one.max_messages = 1;
-  one.max_bytes = 0;
-  one.max_wait = absl::ZeroDuration();
-  absl::StatusOr<std::vector<Delivery>> batch = fetch_batch(address, one);
-  if (!batch.ok()) return batch.status();
-  if (batch->empty()) return std::optional<Delivery>();
-  return std::optional<Delivery>(std::move(batch->front()));
+  return fetch_one(address, options);
 }
 
 absl::StatusOr<std::vector<Delivery>> PostProvider::fetch_batch(const MailAddress& address,

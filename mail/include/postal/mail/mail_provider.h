@@ -164,6 +164,11 @@ class MailProvider {
   virtual void fetch_batch_async(const MailAddress& address, const FetchOptions& options,
                                  FetchDone done);
 
+  // For providers whose fetch is a batch of one: fetch_batch with max_messages 1, no byte bound
+  // and no wait; nullopt when it took nothing.
+  absl::StatusOr<std::optional<Delivery>> fetch_one(const MailAddress& address,
+                                                    const FetchOptions& options);
+
   // The optional verbs (mail_admin.h), or null when it serves none. Owned by the provider.
   virtual MailAdmin* admin() { return nullptr; }
   // OK once no delivery dispatched by this provider is queued or running; DeadlineExceeded at

@@ -7,7 +7,9 @@
 // Placement (keep communicating actors on one worker): an actor made runnable from a worker goes
 // into that worker's LIFO slot and runs next on the same thread, so a request/response pair stays
 // on one core; the slot's previous occupant moves to the worker's FIFO queue, from which idle
-// workers steal. Runnables from other threads go to a shared inject queue.
+// workers steal. Runnables from other threads go to the shared inject queue, which is lock-free
+// (inject_queue.h): a thread outside the workers that makes an actor runnable on every send pays
+// one atomic exchange, no mutex.
 //
 // Idle strategy: a worker with no work spins for `spin` (yielding to its own ready fibers) and
 // then sleeps on a fiber condition variable. Waking a sleeping worker costs a thread wake-up
@@ -35,7 +37,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -44,10 +45,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "boost/fiber/fiber.hpp"
+#include "postal/runtime/inject_queue.h"
 
 namespace postal::runtime {
 
-class Schedulable {
+// The InjectLink base is the scheduler's: it threads the runnable through the inject queue.
+class Schedulable : public InjectLink {
  public:
   virtual ~Schedulable() = default;
   // Runs at most `budget` messages on the current runner fiber.
@@ -168,9 +171,7 @@ class Scheduler {
   std::atomic<int> sleepers_{0};
   std::atomic<int64_t> server_spin_ns_{0};
 
-  absl::Mutex inject_mu_;
-  std::deque<Schedulable*> inject_ ABSL_GUARDED_BY(inject_mu_);
-  std::atomic<size_t> inject_size_{0};
+  InjectQueue inject_;
 
   absl::Mutex waiters_mu_;
   std::vector<PortSink*> waiters_ ABSL_GUARDED_BY(waiters_mu_);
