@@ -45,9 +45,13 @@ absl::Status connect_blocking(Socket& socket, const std::vector<Endpoint>& endpo
 // FD_CLOEXEC on a descriptor asio opened (asio does not ask for it): no exec'd child inherits it.
 void set_cloexec(int fd);
 
-// TCP_NODELAY on tcp sockets (frames are batched by the channel; Nagle only adds latency);
-// a send buffer of kIpcSendBuffer on ipc sockets.
+// TCP_NODELAY on tcp sockets (frames are batched by the channel; Nagle only adds latency).
 void tune(Socket& socket, const runtime::ChannelAddr& addr);
+// A send buffer of kIpcSendBuffer on an ipc socket (tcp autotunes its own). Only for a channel
+// that carries large payloads: with it, a stream of small ones is written by the sending worker
+// alone, since the socket never fills and hands the writes to the I/O thread (measured ~10 %
+// fewer 64 B msgs/s, docs/benchmarks.md, issue 9).
+void widen_send_buffer(Socket& socket, const runtime::ChannelAddr& addr);
 inline constexpr int kIpcSendBuffer = 2 << 20;
 
 // The port of a bound tcp endpoint.

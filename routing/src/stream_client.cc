@@ -82,6 +82,7 @@ absl::Status StreamClientCore::connect_first() {
   absl::Status s = connect_blocking(socket_, endpoints_, options_.delivery_timeout);
   if (!s.ok()) return absl::UnavailableError(absl::StrCat("dial ", addr_text_, ": ", s.message()));
   tune(socket_, addr_);
+  if (wide_send_buffer_) widen_send_buffer(socket_, addr_);
   connected();
   if (log().enabled(runtime::LogLevel::kDebug)) {
     log().debug(absl::StrCat("channel ", addr_text_, ": connected (session ", session_, ")"));
@@ -322,6 +323,7 @@ void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_cod
   }
   set_cloexec(socket_.native_handle());  // after the fact; spawns close every fd anyway
   tune(socket_, addr_);
+  if (wide_send_buffer_) widen_send_buffer(socket_, addr_);
   boost::system::error_code ignored;
   socket_.non_blocking(true, ignored);
   connected();

@@ -403,6 +403,7 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   bool challenged_ = false;        // R-SEC-1: a CHALLENGE was answered on this connection
   size_t control_sent_ = 0;        // bytes of control_ written
   bool waiting_writable_ = false;  // the socket was full; a wait for writability is pending
+  bool wide_send_buffer_ = false;  // a large payload was sent: every socket gets a wide buffer
   Link link_ = Link::kConnecting;  // dial connects synchronously first
   uint64_t gen_ = 1;               // the connection generation; stale handlers compare it
   bool hello_resuming_ = false;    // what the HELLO on this connection claimed

@@ -30,6 +30,9 @@ constexpr size_t kMaxIov = 1024;
 // Payloads up to this size are copied into their frame; larger ones are written from the
 // envelope as a slice (§6.7).
 constexpr size_t kInlinePayload = 512;
+// The first payload this large widens an ipc channel's send buffer, for this connection and
+// every later one (widen_send_buffer, socket_util.h); channels of small payloads keep the default.
+constexpr size_t kWidenSendBufferAt = 64 << 10;
 // iovecs a write round keeps for chunks (64 chunks, a head and a slice each, and a half one).
 constexpr size_t kChunkIov = 2 * 64 + 2;
 
@@ -393,6 +396,10 @@ bool StreamClientCore::encode(EnvelopePtr& env) {
   wire::PayloadBytes* const bytes = stream ? nullptr : *env->data().serialized();
   const uint64_t size = stream ? stream->size() : bytes->size();
   const bool chunked = stream || size > chunk_limit();
+  if (size >= kWidenSendBufferAt && !wide_send_buffer_) {
+    wide_send_buffer_ = true;
+    widen_send_buffer(socket_, addr_);
+  }
   Pending p{next_seq_, nullptr, std::string(), {}, 0, !chunked && size > kInlinePayload};
   // A transfer cuts its chunks from one run of bytes (post flattened it: keep_bytes_only).
   const std::string_view payload = chunked && bytes != nullptr ? bytes->contiguous() : "";
