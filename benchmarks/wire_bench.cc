@@ -32,7 +32,7 @@ Payload payload() {
   p.seq = 17;
   p.total = 1'000'000;
   p.sent_ns = 123456789;
-  p.body = std::string(64, 'x');
+  p.body = postal::wire::SharedBytes(std::string(64, 'x'));
   p.ack_to = postal::runtime::PortRef<postal::routing::StreamAck>(
       actor("driver.d1@ipc:///tmp/postal-bench-a.sock").port(Port::handler(7)));
   return p;

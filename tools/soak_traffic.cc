@@ -70,7 +70,7 @@ void SoakTraffic::send_one(uint32_t target) {
   p.sent_ns = routing::steady_now_ns();
   // Mostly small; one in 400 over the chunk size (256 KiB), so transfers cross the chaos too.
   const size_t size = rng_() % 400 == 0 ? 300 << 10 : 16 + rng_() % 2033;
-  p.body.assign(size, 's');
+  p.body = wire::SharedBytes(size, 's');
   p.reply_to = reply_to_;
   runtime::PortRef<routing::Payload>(routing::payload_port(to)).send(*client_, std::move(p));
 }

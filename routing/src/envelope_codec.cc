@@ -182,10 +182,12 @@ absl::Status EnvelopeEncoder::encode(uint64_t seq, MessageEnvelope& env, std::st
     if (!chunked) return absl::InvalidArgumentError("a streamed payload travels only in chunks");
     payload_len = stream->size();
   } else {
-    absl::StatusOr<std::string_view> bytes = env.data().bytes();
+    // Only an inline payload is copied into the frame; a sliced or chunked one needs its size
+    // (so a gathered payload is not joined here, §6.7).
+    absl::StatusOr<wire::PayloadBytes*> bytes = env.data().serialized();
     if (!bytes.ok()) return bytes.status();
-    payload = *bytes;
-    payload_len = payload.size();
+    payload_len = (*bytes)->size();
+    if (with_payload && !chunked) payload = (*bytes)->contiguous();
   }
   if (env.delivery_failures().size() > std::numeric_limits<uint16_t>::max() ||
       env.headers().size() > std::numeric_limits<uint16_t>::max()) {
@@ -281,7 +283,7 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
   }
 
   const uint64_t total = kFixedBytes + (has_hop ? kNextHopBytes : 0) + defines.size() +
-                         headers.size() + failures.size() + (chunked ? 0 : payload->size());
+                         headers.size() + failures.size() + (chunked ? 0 : payload_len);
   last_body_ = total;
   if (total > max_body) {
     return absl::OutOfRangeError(
@@ -312,9 +314,9 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
   return absl::OkStatus();
 }
 
-absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view body, uint64_t& seq,
-                                                             uint64_t* chunked,
-                                                             uint64_t max_message_bytes) {
+absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(
+    std::string_view body, uint64_t& seq, uint64_t* chunked, uint64_t max_message_bytes,
+    const std::shared_ptr<const void>& block) {
   wire::UntrustedScope untrusted;  // DEFINEs come from the network: bounded label interning
   Reader r(body);
   uint16_t flags = 0, define_count = 0, header_count = 0, failure_count = 0, reserved = 0;
@@ -545,7 +547,11 @@ absl::StatusOr<runtime::EnvelopePtr> EnvelopeDecoder::decode(std::string_view bo
     return stream_error(
         absl::StrCat("payload of ", r.left(), " bytes, the header says ", payload_len));
   }
-  env->data() = wire::Any::from_bytes(type_hash, std::string(r.rest()));
+  if (block != nullptr && payload_len > kSliceOver) {  // §14.3 rule 49
+    env->data() = wire::Any::from_slice(type_hash, block, r.rest());
+  } else {
+    env->data() = wire::Any::from_bytes(type_hash, std::string(r.rest()));
+  }
   return env;
 }
 

@@ -126,9 +126,15 @@ class EnvelopeDecoder {
   // A frame with flag `chunked` (§6.6) is a stream error unless `chunked` is given: then it
   // decodes with an empty payload of the same type, and *chunked receives its payload_len
   // (1 … max_message_bytes; 0 for an inline payload).
+  // `block`, when given, keeps `body` alive (the splitter's receive buffer): a payload over
+  // kSliceOver bytes is then kept as a slice of it instead of a copy (§14.3 rule 49).
   absl::StatusOr<runtime::EnvelopePtr> decode(std::string_view body, uint64_t& seq,
                                               uint64_t* chunked = nullptr,
-                                              uint64_t max_message_bytes = 0);
+                                              uint64_t max_message_bytes = 0,
+                                              const std::shared_ptr<const void>& block = nullptr);
+  // Payloads over this are slices of a given block, so one pins at most 4× its size (a 256 KiB
+  // block); smaller ones are copied: a small payload must not keep a whole block alive.
+  static constexpr size_t kSliceOver = 64 << 10;
 
   size_t entries() const { return entries_.size(); }
   uint64_t bytes() const { return bytes_; }

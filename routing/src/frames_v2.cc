@@ -2,13 +2,12 @@
 // ABORT, CANCEL), §10.2 (PING, PONG), §11 (GOODBYE).
 #include "frames_v2.h"
 
-#include "le_bytes.h"
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "le_bytes.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::routing::internal::v2 {
@@ -317,24 +316,32 @@ void FrameSplitter::feed(std::string_view bytes) {
 }
 
 char* FrameSplitter::prepare(size_t n) {
+  // §14.3: a buffer some payload still slices (use_count > 1) is never written again; the
+  // bytes not yet returned move to a fresh one.
+  const bool shared = data_ != nullptr && data_.use_count() > 2;  // data_ and block_ are ours
   if (start_ == end_) {  // every frame was returned: a large frame's buffer goes
     start_ = end_ = 0;
-    if (cap_ > kKeptCapacity && n <= kKeptCapacity) {
+    if (shared || (cap_ > kKeptCapacity && n <= kKeptCapacity)) {
       data_.reset();
+      block_.reset();
       cap_ = 0;
     }
-  } else if (start_ > 0 && (cap_ - end_ < n || start_ * 2 >= end_)) {  // compact
+  } else if (!shared && start_ > 0 && (cap_ - end_ < n || start_ * 2 >= end_)) {  // compact
     std::memmove(data_.get(), data_.get() + start_, end_ - start_);
     end_ -= start_;
     start_ = 0;
   }
-  if (cap_ - end_ < n) {  // grow by doubling: memory follows the bytes, never a prefix's claim
-    const size_t cap = std::max(end_ + n, 2 * cap_);
-    std::unique_ptr<char[]> data(new char[cap]);
-    if (end_ > start_) std::memcpy(data.get(), data_.get() + start_, end_ - start_);
-    end_ -= start_;
+  if (cap_ - end_ < n || shared) {
+    // Grow by doubling: memory follows the bytes, never a prefix's claim. A buffer left to
+    // slices gets a successor of the same size (the reads stay as large).
+    const size_t live = end_ - start_;
+    const size_t cap = shared ? std::max(live + n, cap_) : std::max(end_ + n, 2 * cap_);
+    std::shared_ptr<char[]> data(new char[cap]);
+    if (live > 0) std::memcpy(data.get(), data_.get() + start_, live);
+    end_ = live;
     start_ = 0;
     data_ = std::move(data);
+    block_ = data_;
     cap_ = cap;
   }
   return data_.get() + end_;

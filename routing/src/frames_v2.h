@@ -212,13 +212,19 @@ class FrameSplitter {
   // Bytes held for an incomplete frame.
   size_t buffered() const { return end_ - start_; }
   // Memory the splitter holds (R-FLOW-4): about the bytes fed and not yet returned (plus the
-  // room last prepared), and at most kKeptCapacity once every frame fed was returned.
+  // room last prepared), and at most kKeptCapacity once every frame fed was returned. Buffers
+  // handed to payload slices (`block`) are theirs, not counted here.
   size_t held_bytes() const { return cap_; }
   static constexpr size_t kKeptCapacity = 256 << 10;
+  // The reference-counted buffer the frames `next` returns point into (§14.3). Whoever keeps a
+  // copy keeps those bytes as they are: the splitter never writes a buffer that is shared again
+  // — it moves what it has not returned yet to a new one.
+  const std::shared_ptr<const void>& block() const { return block_; }
 
  private:
   uint32_t limit_;
-  std::unique_ptr<char[]> data_;  // not zeroed: only [start_, end_) is ever read
+  std::shared_ptr<char[]> data_;  // not zeroed: only [start_, end_) is ever read
+  std::shared_ptr<const void> block_;  // data_ again, for block() (so data_ is shared at 3)
   size_t cap_ = 0;
   size_t start_ = 0;  // the first byte not yet returned in a frame
   size_t end_ = 0;    // the end of the bytes fed

@@ -187,6 +187,15 @@ void tune(Socket& socket, const runtime::ChannelAddr& addr) {
   socket.set_option(boost::asio::ip::tcp::no_delay(true), ec);  // best effort
 }
 
+void widen_send_buffer(Socket& socket, const runtime::ChannelAddr& addr) {
+  if (addr.transport() != runtime::ChannelAddr::Transport::kIpc) return;
+  // A Unix socket queues at most its send buffer (208 KiB by default, three 64 KiB messages):
+  // each write round then waits for the reader. A larger one lets the writer run ahead by a
+  // read's worth and more (issue 9); the kernel caps it at net.core.wmem_max.
+  boost::system::error_code ec;
+  socket.set_option(boost::asio::socket_base::send_buffer_size(kIpcSendBuffer), ec);  // best effort
+}
+
 uint16_t tcp_port(const Endpoint& endpoint) {
   const sockaddr* sa = endpoint.data();
   if (sa->sa_family == AF_INET) {

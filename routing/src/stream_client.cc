@@ -82,6 +82,7 @@ absl::Status StreamClientCore::connect_first() {
   absl::Status s = connect_blocking(socket_, endpoints_, options_.delivery_timeout);
   if (!s.ok()) return absl::UnavailableError(absl::StrCat("dial ", addr_text_, ": ", s.message()));
   tune(socket_, addr_);
+  if (wide_send_buffer_) widen_send_buffer(socket_, addr_);
   connected();
   if (log().enabled(runtime::LogLevel::kDebug)) {
     log().debug(absl::StrCat("channel ", addr_text_, ": connected (session ", session_, ")"));
@@ -140,7 +141,7 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
   if (const std::shared_ptr<wire::ByteStream>& stream = env->data().stream()) {
     size = static_cast<size_t>(stream->size());
   } else {
-    absl::StatusOr<std::string_view> payload = env->data().bytes();
+    absl::StatusOr<wire::PayloadBytes*> payload = env->data().serialized();
     if (!payload.ok()) {  // cereal's exceptions become ProtocolMismatch at the wire boundary
       std::string target = target_of(*env);
       return fail_now(std::move(env), ret,
@@ -148,7 +149,7 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
                                                          runtime::InvalidReason::kProtocolMismatch,
                                                          std::string(payload.status().message())));
     }
-    size = payload->size();
+    size = (*payload)->size();
     // A payload that will travel in chunks is held as its bytes only (wire.md §9.10).
     if (size > options_.chunk_bytes) env->data().keep_bytes_only();
   }
@@ -322,6 +323,7 @@ void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_cod
   }
   set_cloexec(socket_.native_handle());  // after the fact; spawns close every fd anyway
   tune(socket_, addr_);
+  if (wide_send_buffer_) widen_send_buffer(socket_, addr_);
   boost::system::error_code ignored;
   socket_.non_blocking(true, ignored);
   connected();

@@ -77,6 +77,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -186,7 +187,11 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
     uint64_t seq;
     runtime::EnvelopePtr env;  // returned as it was posted when the channel closes
     std::string frame;         // prefix, kind and body; without the payload when `sliced`
-    std::string_view payload;  // the envelope's cached payload bytes, written after `frame`
+    // The envelope's cached payload bytes, written after `frame` from where they are: one
+    // run, or a few when large fields were referenced, not copied (wire::PayloadBytes). The
+    // envelope above owns them.
+    absl::InlinedVector<std::string_view, 3> payload;
+    size_t payload_bytes = 0;
     bool sliced = false;
     Transfer* transfer = nullptr;  // a chunked envelope's transfer
   };
@@ -398,6 +403,7 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   bool challenged_ = false;        // R-SEC-1: a CHALLENGE was answered on this connection
   size_t control_sent_ = 0;        // bytes of control_ written
   bool waiting_writable_ = false;  // the socket was full; a wait for writability is pending
+  bool wide_send_buffer_ = false;  // a large payload was sent: every socket gets a wide buffer
   Link link_ = Link::kConnecting;  // dial connects synchronously first
   uint64_t gen_ = 1;               // the connection generation; stale handlers compare it
   bool hello_resuming_ = false;    // what the HELLO on this connection claimed

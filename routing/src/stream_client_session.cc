@@ -30,6 +30,9 @@ constexpr size_t kMaxIov = 1024;
 // Payloads up to this size are copied into their frame; larger ones are written from the
 // envelope as a slice (§6.7).
 constexpr size_t kInlinePayload = 512;
+// The first payload this large widens an ipc channel's send buffer, for this connection and
+// every later one (widen_send_buffer, socket_util.h); channels of small payloads keep the default.
+constexpr size_t kWidenSendBufferAt = 64 << 10;
 // iovecs a write round keeps for chunks (64 chunks, a head and a slice each, and a half one).
 constexpr size_t kChunkIov = 2 * 64 + 2;
 
@@ -351,7 +354,7 @@ size_t StreamClientCore::chunk_limit() const {
 }
 
 bool StreamClientCore::chunked(MessageEnvelope& env) const {
-  return env.data().stream() || env.data().bytes()->size() > chunk_limit();
+  return env.data().stream() || (*env.data().serialized())->size() > chunk_limit();
 }
 
 bool StreamClientCore::must_hold(MessageEnvelope& env) const {
@@ -390,11 +393,16 @@ void StreamClientCore::release_held() {
 bool StreamClientCore::encode(EnvelopePtr& env) {
   // Serialized and cached by post, or still streaming in (§9.7).
   std::shared_ptr<PayloadStream> stream = PayloadStream::of(env->data());
-  const std::string_view payload = stream ? std::string_view() : *env->data().bytes();
-  const uint64_t size = stream ? stream->size() : payload.size();
+  wire::PayloadBytes* const bytes = stream ? nullptr : *env->data().serialized();
+  const uint64_t size = stream ? stream->size() : bytes->size();
   const bool chunked = stream || size > chunk_limit();
-  Pending p{next_seq_, nullptr, std::string(), std::string_view(),
-            !chunked && size > kInlinePayload};
+  if (size >= kWidenSendBufferAt && !wide_send_buffer_) {
+    wide_send_buffer_ = true;
+    widen_send_buffer(socket_, addr_);
+  }
+  Pending p{next_seq_, nullptr, std::string(), {}, 0, !chunked && size > kInlinePayload};
+  // A transfer cuts its chunks from one run of bytes (post flattened it: keep_bytes_only).
+  const std::string_view payload = chunked && bytes != nullptr ? bytes->contiguous() : "";
   auto fail = [&](DeliveryFailure f) {  // this envelope fails alone; the session carries on
     outstanding_.fetch_sub(1, std::memory_order_acq_rel);
     bounds_.release(*env);  // R-FLOW-2
@@ -404,7 +412,7 @@ bool StreamClientCore::encode(EnvelopePtr& env) {
   if (chunked && size > limits_.max_message_bytes) {  // R-CHAN-3, §9.1
     return fail(DeliveryFailure::oversized_frame(target_of(*env), size, limits_.max_message_bytes));
   }
-  p.frame.reserve(v2::kPrefixBytes + 96 + (p.sliced || chunked ? 0 : payload.size()));
+  p.frame.reserve(v2::kPrefixBytes + 96 + (p.sliced || chunked ? 0 : size));
   p.frame.resize(v2::kPrefixBytes);
   const uint64_t max_body = std::min<uint64_t>(max_frame_, limits_.max_frame_bytes) - 1;
   absl::Status s = encoder_->encode(p.seq, *env, p.frame, max_body, !p.sliced, chunked);
@@ -417,11 +425,14 @@ bool StreamClientCore::encode(EnvelopePtr& env) {
                                                          runtime::InvalidReason::kProtocolMismatch,
                                                          std::string(s.message())));
   }
-  const uint32_t length = static_cast<uint32_t>(p.frame.size() - v2::kPrefixBytes + 1 +
-                                                (p.sliced ? payload.size() : 0));
+  const uint32_t length =
+      static_cast<uint32_t>(p.frame.size() - v2::kPrefixBytes + 1 + (p.sliced ? size : 0));
   std::memcpy(p.frame.data(), &length, sizeof(length));
   p.frame[4] = static_cast<char>(v2::Kind::kData);
-  if (p.sliced) p.payload = payload;
+  if (p.sliced) {  // §6.7: written from the envelope's bytes, large fields from their owners
+    bytes->for_each_piece([&](std::string_view piece) { p.payload.push_back(piece); });
+    p.payload_bytes = size;
+  }
   if (chunked) {
     auto t = std::make_unique<Transfer>();
     t->seq = p.seq;
@@ -640,8 +651,9 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
       if (data_allowed && !pending_.empty()) {
         size_t offset = send_offset_;
         size_t i = next_to_send_ - pending_.front().seq;
-        for (; i < pending_.size() && count + 2 <= kMaxIov - kChunkIov &&
-               bytes < options_.max_batch_bytes;
+        for (;
+             i < pending_.size() && count + 1 + pending_[i].payload.size() <= kMaxIov - kChunkIov &&
+             bytes < options_.max_batch_bytes;
              ++i) {
           const Pending& p = pending_[i];
           if (offset < p.frame.size()) {
@@ -652,10 +664,14 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
           } else {
             offset -= p.frame.size();
           }
-          if (!p.payload.empty()) {
-            iov[count++] =
-                iovec{const_cast<char*>(p.payload.data()) + offset, p.payload.size() - offset};
-            bytes += p.payload.size() - offset;
+          for (const std::string_view piece : p.payload) {  // a frame cut in half skips some
+            if (offset >= piece.size()) {
+              offset -= piece.size();
+              continue;
+            }
+            iov[count++] = iovec{const_cast<char*>(piece.data()) + offset, piece.size() - offset};
+            bytes += piece.size() - offset;
+            offset = 0;
           }
           offset = 0;
         }
@@ -723,7 +739,7 @@ bool StreamClientCore::advance(size_t n) {
   }
   while (n > 0 && next_to_send_ < batch_data_end_) {
     const Pending& p = pending_[next_to_send_ - pending_.front().seq];
-    const size_t left = p.frame.size() + p.payload.size() - send_offset_;
+    const size_t left = p.frame.size() + p.payload_bytes - send_offset_;
     if (n < left) {
       send_offset_ += n;
       return released;

@@ -492,8 +492,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return false;
     }
     uint64_t chunked = 0;
-    absl::StatusOr<EnvelopePtr> env =
-        session_->decoder->decode(body, seq, &chunked, core_->options_.max_message_bytes);
+    absl::StatusOr<EnvelopePtr> env = session_->decoder->decode(
+        body, seq, &chunked, core_->options_.max_message_bytes, splitter_.block());
     if (!env.ok()) {
       protocol_error(absl::StrCat("protocol error: DATA seq ", seq, ": ", env.status().message()));
       return false;

@@ -124,7 +124,9 @@ class Driver : public actors::Actor,
     result_.window = request_.window;
     // A body past the window bound is made afresh for each payload, so the driver does not hold
     // a template beside the payload in flight (wire.md §9.10's memory budget).
-    body_.assign(request_.size > kMaxWindowBytes ? 0 : request_.size, 'p');
+    // Below it, one body is shared by every payload (wire::SharedBytes): sending one copies no
+    // bytes, the channel writes them from here.
+    body_ = wire::SharedBytes(request_.size > kMaxWindowBytes ? 0 : request_.size, 'p');
     targets_.clear();
     for (const auto& t : request_.targets) targets_.push_back(Target{runtime::PortRef<Payload>(t)});
     self_payload_ = cx.self<Driver>().port<Payload>();
@@ -213,8 +215,8 @@ class Driver : public actors::Actor,
     uint64_t acked = 0;
   };
 
-  std::string body() const {
-    return request_.size > kMaxWindowBytes ? std::string(request_.size, 'p') : body_;
+  wire::SharedBytes body() const {
+    return request_.size > kMaxWindowBytes ? wire::SharedBytes(request_.size, 'p') : body_;
   }
 
   void send_ping(Context& cx, uint64_t seq) {
@@ -273,7 +275,7 @@ class Driver : public actors::Actor,
   uint64_t drive_ = 0;    // which drive is running (a stale settle timer is ignored)
   DriveRequest request_;
   DriveResult result_;
-  std::string body_;
+  wire::SharedBytes body_;
   std::vector<Target> targets_;
   runtime::PortRef<Payload> self_payload_;
   runtime::PortRef<StreamAck> self_ack_;

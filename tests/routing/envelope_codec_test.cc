@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -173,6 +174,29 @@ TEST(EnvelopeCodec, R_ENV_4_DataFrameCarriesTheEnvelopeSerializedOnce) {
   absl::StatusOr<CodecMsg> msg = (*back)->data().take<CodecMsg>();
   ASSERT_TRUE(msg.ok()) << msg.status();
   EXPECT_EQ(msg->n, 5);
+}
+
+TEST(EnvelopeCodec, R_FLOW_4_OnlyAPayloadOver64KiBStaysASliceOfTheReceiveBlock) {
+  for (const size_t pad : {size_t{60} << 10, size_t{70} << 10}) {
+    EnvelopePtr env = envelope(6, "alice.alpha@tcp://127.0.0.1:4000", pad);
+    EnvelopeEncoder enc;
+    auto block = std::make_shared<const std::string>(encode(enc, 1, *env));
+    EnvelopeDecoder dec;
+    uint64_t seq = 0;
+    absl::StatusOr<EnvelopePtr> back = dec.decode(*block, seq, nullptr, 0, block);
+    ASSERT_TRUE(back.ok()) << back.status();
+    const std::string_view payload = must((*back)->data().bytes());
+    const bool in_block =
+        payload.data() >= block->data() && payload.data() < block->data() + block->size();
+    // §14.3 rule 49: a slice pins its block; only a large payload may, at most 4× its size.
+    EXPECT_EQ(in_block, payload.size() > EnvelopeDecoder::kSliceOver) << pad;
+    const std::weak_ptr<const std::string> watch = block;
+    block.reset();
+    EXPECT_EQ(watch.expired(), payload.size() <= EnvelopeDecoder::kSliceOver) << pad;
+    absl::StatusOr<CodecMsg> msg = (*back)->data().take<CodecMsg>();
+    ASSERT_TRUE(msg.ok()) << msg.status();
+    EXPECT_EQ(msg->pad, std::string(pad, 'x'));
+  }
 }
 
 TEST(EnvelopeCodec, R_CHAN_3_ABodyOverTheLimitFailsAndLeavesTheDictionaryAsItWas) {

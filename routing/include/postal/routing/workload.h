@@ -28,6 +28,7 @@
 #include "postal/routing/latency_histogram.h"
 #include "postal/runtime/delivery_failure.h"
 #include "postal/runtime/port.h"
+#include "postal/wire/shared_bytes.h"
 
 namespace postal::routing {
 
@@ -47,7 +48,7 @@ struct Payload {
   uint64_t seq = 0;
   uint64_t total = 0;  // stream: how many the sender sends
   int64_t sent_ns = 0;
-  std::string body;
+  wire::SharedBytes body;  // on the wire a string; shared, so large bodies are never copied
   runtime::PortRef<Payload> reply_to;  // ping: where the echo goes
   runtime::PortRef<StreamAck> ack_to;  // stream: where acks go
   template <class A>
@@ -149,7 +150,8 @@ inline uint64_t ack_every(uint64_t size) {
   return std::clamp<uint64_t>(kAckEveryBytes / std::max<uint64_t>(size, 1), 1, kAckEvery);
 }
 
-// Registers postal.Echo, postal.Driver and postal.Relay (idempotent). Every proc binary calls it at start.
+// Registers postal.Echo, postal.Driver and postal.Relay (idempotent). Every proc binary calls it at
+// start.
 void register_workload_actors();
 
 // The Payload port of an actor.

@@ -10,6 +10,11 @@
 //
 // Small values (≤ 48 bytes, nothrow-movable) live inline; larger ones on the heap.
 //
+// The bytes are a PayloadBytes (payload_bytes.h): large SharedBytes fields of the value are
+// referenced by the bytes rather than copied into them, and bytes received as a slice of a
+// reference-counted buffer stay that slice; decoding such bytes makes large SharedBytes fields
+// slices too. Ownership is shared, so the bytes outlive the value (`take`, `keep_bytes_only`).
+//
 // A third form exists only inside gateways: `from_stream`, the bytes of a large payload still
 // arriving in chunks (byte_stream.h, docs/wire.md §9.7). It has a type hash and a size but
 // neither a value nor bytes: `bytes()` and `decode()` fail on it.
@@ -29,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "postal/wire/byte_stream.h"
 #include "postal/wire/codec.h"
+#include "postal/wire/payload_bytes.h"
 #include "postal/wire/type_registry.h"
 
 namespace postal::wire {
@@ -59,7 +65,14 @@ class Any {
   static Any from_bytes(uint64_t hash, std::string bytes) {
     Any a;
     a.hash_ = hash;
-    a.bytes_ = std::make_unique<std::string>(std::move(bytes));
+    a.bytes_ = std::make_unique<PayloadBytes>(std::move(bytes));
+    return a;
+  }
+  // Bytes received for `hash` that `owner` keeps alive (a slice of a receive buffer, no copy).
+  static Any from_slice(uint64_t hash, std::shared_ptr<const void> owner, std::string_view bytes) {
+    Any a;
+    a.hash_ = hash;
+    a.bytes_ = std::make_unique<PayloadBytes>(std::move(owner), bytes);
     return a;
   }
 
@@ -109,7 +122,11 @@ class Any {
     if (stream_) return still_arriving();
     if (!bytes_) return absl::FailedPreconditionError("payload is empty");
     T value{};
-    absl::Status s = decode_into(*bytes_, value, wire::type_name<T>());
+    // Only bytes that can hold a field worth slicing are shared with the value.
+    std::shared_ptr<const void> owner =
+        bytes_->size() >= WireInputArchive::kSliceMin ? bytes_->contiguous_owner() : nullptr;
+    absl::Status s =
+        decode_into(bytes_->contiguous(), value, wire::type_name<T>(), std::move(owner));
     if (!s.ok()) return s;
     emplace<T>(std::move(value));
     return absl::OkStatus();
@@ -125,20 +142,34 @@ class Any {
 
   // Drops the typed value of an Any that has its bytes — a large payload once serialized for
   // the wire, so the sender does not hold it twice: whatever reads it later decodes the bytes.
+  // The bytes become one run (nothing may hold pieces of them yet): the chunks of a transfer
+  // are cut from it.
   void keep_bytes_only() {
-    if (bytes_ && ops_ != nullptr) reset_value();
+    if (bytes_ && ops_ != nullptr) {
+      bytes_->flatten();
+      reset_value();
+    }
   }
 
-  // The serialized form; computed once, then cached.
-  absl::StatusOr<std::string_view> bytes() {
+  // The serialized form, as pieces a gathered write can send from where they are; computed
+  // once, then cached. Valid as long as this Any (or one it was moved to) lives.
+  absl::StatusOr<PayloadBytes*> serialized() {
     if (!bytes_) {
       if (stream_) return still_arriving();
       if (ops_ == nullptr) return absl::FailedPreconditionError("payload is empty");
-      absl::StatusOr<std::string> b = ops_->encode(ptr());
+      absl::StatusOr<PayloadBytes> b = ops_->encode(ptr());
       if (!b.ok()) return b.status();
-      bytes_ = std::make_unique<std::string>(*std::move(b));
+      bytes_ = std::make_unique<PayloadBytes>(*std::move(b));
     }
-    return std::string_view(*bytes_);
+    return bytes_.get();
+  }
+
+  // The serialized form as one run (a gathered form is joined once, a copy); computed once,
+  // then cached.
+  absl::StatusOr<std::string_view> bytes() {
+    absl::StatusOr<PayloadBytes*> b = serialized();
+    if (!b.ok()) return b.status();
+    return (*b)->contiguous();
   }
 
   template <class Archive>
@@ -166,7 +197,7 @@ class Any {
   struct Ops {
     void (*destroy)(void*, bool heap);
     void (*move)(void* from, void* to);  // inline only
-    absl::StatusOr<std::string> (*encode)(const void*);
+    absl::StatusOr<PayloadBytes> (*encode)(const void*);
     size_t size;  // sizeof the value (R-FLOW-1's byte accounting)
   };
 
@@ -190,7 +221,9 @@ class Any {
           ::new (to) T(std::move(*static_cast<T*>(from)));
           static_cast<T*>(from)->~T();
         },
-        [](const void* p) { return wire::encode(*static_cast<const T*>(p), wire::type_name<T>()); },
+        [](const void* p) {
+          return wire::encode_gathered(*static_cast<const T*>(p), wire::type_name<T>());
+        },
         sizeof(T),
     };
     return &ops;
@@ -243,7 +276,7 @@ class Any {
   uint64_t hash_ = 0;
   const Ops* ops_ = nullptr;
   void* heap_ = nullptr;
-  std::unique_ptr<std::string> bytes_;
+  std::unique_ptr<PayloadBytes> bytes_;
   std::shared_ptr<ByteStream> stream_;
   alignas(std::max_align_t) std::byte storage_[kInline];
 };

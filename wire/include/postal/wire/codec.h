@@ -22,6 +22,7 @@
 #include "cereal/types/variant.hpp"
 #include "cereal/types/vector.hpp"
 #include "postal/wire/absl_compat.h"
+#include "postal/wire/payload_bytes.h"
 #include "postal/wire/untrusted_scope.h"
 #include "postal/wire/wire_archive.h"
 
@@ -42,11 +43,32 @@ absl::StatusOr<std::string> encode(const T& value, std::string_view what = "valu
   }
 }
 
+// Like encode, but large SharedBytes fields are referenced, not copied (shared_bytes.h): what an
+// Any keeps as a payload's bytes.
 template <class T>
-absl::Status decode_into(std::string_view bytes, T& value, std::string_view what = "value") {
+absl::StatusOr<PayloadBytes> encode_gathered(const T& value, std::string_view what = "value") {
+  try {
+    std::string bytes;
+    bytes.reserve(256);
+    std::vector<ByteRef> refs;
+    {
+      WireOutputArchive archive(bytes, &refs);
+      archive(value);
+    }
+    return PayloadBytes(std::move(bytes), std::move(refs));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("cannot encode ", sv(what), ": ", e.what()));
+  }
+}
+
+// `owner`, when given, keeps `bytes` alive: large SharedBytes fields then become slices of
+// `bytes` that share it instead of copies.
+template <class T>
+absl::Status decode_into(std::string_view bytes, T& value, std::string_view what = "value",
+                         std::shared_ptr<const void> owner = nullptr) {
   UntrustedScope untrusted;  // bytes come from outside the process: bounded interning (labels)
   try {
-    WireInputArchive archive(bytes);
+    WireInputArchive archive(bytes, std::move(owner));
     archive(value);
     if (archive.left() != 0) {
       return absl::DataLossError(absl::StrCat("cannot decode ", sv(what), ": ", bytes.size(),

@@ -7,6 +7,11 @@
 // byte range in place, with no std::stream and no virtual call per field (a small message costs
 // a fraction of what it does through a stringstream).
 //
+// Large shared fields (shared_bytes.h): an output archive given a list of references records a
+// SharedBytes of at least kGatherMin bytes there, by reference, instead of copying it (the bytes
+// go on the wire from where they are); an input archive given the owner of its input decodes a
+// SharedBytes of at least kSliceMin bytes as a slice of that input instead of a copy.
+//
 // Untrusted input (R-FLOW-4): WireInputArchive checks every read against the bytes left, and
 // every length prefix (strings, vectors, maps) before anything is allocated for it, so 20 bytes
 // cannot make it allocate gigabytes. Failures throw cereal::Exception; codec.h turns them into
@@ -16,9 +21,11 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "cereal/cereal.hpp"
 
@@ -27,35 +34,67 @@ namespace postal::wire {
 static_assert(std::endian::native == std::endian::little,
               "postal's wire archives write the native (little-endian) layout");
 
+// Bytes an output archive referenced instead of copying: they belong at offset `at` of the
+// archive's own bytes (before the byte that is there), and `owner` keeps them alive.
+struct ByteRef {
+  size_t at = 0;
+  std::string_view bytes;
+  std::shared_ptr<const void> owner;
+};
+
 class WireOutputArchive
     : public cereal::OutputArchive<WireOutputArchive, cereal::AllowEmptyClassElision> {
  public:
   static constexpr size_t kLargeWrite = size_t{1} << 20;
   static constexpr size_t kLargeWriteSlack = size_t{64} << 10;
+  static constexpr size_t kMediumWrite = size_t{4} << 10;
+  static constexpr size_t kMediumWriteSlack = size_t{4} << 10;
+  // A shared field this large is referenced, not copied, when the archive gathers.
+  static constexpr size_t kGatherMin = size_t{4} << 10;
 
-  explicit WireOutputArchive(std::string& out)
-      : cereal::OutputArchive<WireOutputArchive, cereal::AllowEmptyClassElision>(this), out_(out) {
+  // Appends to `out`; with `refs`, large shared fields go there by reference instead.
+  explicit WireOutputArchive(std::string& out, std::vector<ByteRef>* refs = nullptr)
+      : cereal::OutputArchive<WireOutputArchive, cereal::AllowEmptyClassElision>(this),
+        out_(out),
+        refs_(refs) {
     out_.push_back(1);  // little-endian, as cereal's portable binary archive marks it
   }
   void write(const void* data, size_t size) {
     if (size == 0) return;  // an empty vector's data() may be null
     // A large field (a big string's bytes) gets room for what follows it, so the fields after
-    // it do not double the buffer and copy it (peak memory of large payloads, wire.md §9.10).
-    if (size >= kLargeWrite && out_.capacity() < out_.size() + size + kLargeWriteSlack) {
-      out_.reserve(out_.size() + size + kLargeWriteSlack);
+    // it do not double the buffer and copy it again (and peak memory of large payloads stays
+    // low, wire.md §9.10).
+    if (size >= kMediumWrite) {
+      const size_t slack = size >= kLargeWrite ? kLargeWriteSlack : kMediumWriteSlack;
+      if (out_.capacity() < out_.size() + size + slack) out_.reserve(out_.size() + size + slack);
     }
     out_.append(static_cast<const char*>(data), size);
+  }
+  // A shared field's bytes: referenced when gathering and large, else copied.
+  void write_shared(std::string_view bytes, const std::shared_ptr<const void>& owner) {
+    if (refs_ != nullptr && owner != nullptr && bytes.size() >= kGatherMin) {
+      refs_->push_back(ByteRef{out_.size(), bytes, owner});
+      return;
+    }
+    write(bytes.data(), bytes.size());
   }
 
  private:
   std::string& out_;
+  std::vector<ByteRef>* refs_;
 };
 
 class WireInputArchive
     : public cereal::InputArchive<WireInputArchive, cereal::AllowEmptyClassElision> {
  public:
-  explicit WireInputArchive(std::string_view in)
-      : cereal::InputArchive<WireInputArchive, cereal::AllowEmptyClassElision>(this), in_(in) {
+  // A shared field this large is decoded as a slice of the input when the input has an owner.
+  static constexpr size_t kSliceMin = size_t{16} << 10;
+
+  // Reads `in`; `owner`, when not null, keeps `in` alive and lets large shared fields be slices.
+  explicit WireInputArchive(std::string_view in, std::shared_ptr<const void> owner = nullptr)
+      : cereal::InputArchive<WireInputArchive, cereal::AllowEmptyClassElision>(this),
+        in_(in),
+        owner_(std::move(owner)) {
     uint8_t little = 0;
     read(&little, 1, 1);
     // The byte-order mark cereal's portable archive writes: 1 little-endian, 0 big-endian.
@@ -83,6 +122,7 @@ class WireInputArchive
     }
   }
   size_t left() const { return in_.size() - at_; }
+  const std::shared_ptr<const void>& owner() const { return owner_; }
   // The next `size` bytes, in place (valid while the input is); throws when fewer are left.
   std::string_view take(size_t size) {
     if (size > in_.size() - at_) {
@@ -96,6 +136,7 @@ class WireInputArchive
 
  private:
   std::string_view in_;
+  std::shared_ptr<const void> owner_;
   size_t at_ = 0;
   bool swap_ = false;
 };
