@@ -3,6 +3,13 @@
 // large payloads as slices of its reference-counted receive buffers. Ownership must hold: what
 // the channel writes, and writes again after a reconnect, stays valid after the sender let go of
 // its value; what a receiver holds stays intact while later frames are read.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -104,6 +111,64 @@ TEST_F(SharedPayloadTest, R_CHAN_4_SlicedPayloadsStayIntactWhileLaterFramesAreRe
     receive(0, kCount, kept);
     expect_intact(kept);
   }
+}
+
+// The send buffer of this process's socket connected to the Unix socket at `path` (the
+// client's end: its peer is the listening path), or -1 when there is none.
+int send_buffer_of_socket_to(std::string_view path) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::stoi(entry.path().filename().string());
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_un peer{};
+    socklen_t len = sizeof(peer);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
+    if (peer.sun_family != AF_UNIX || std::string_view(peer.sun_path) != path) continue;
+    int size = 0;
+    socklen_t size_len = sizeof(size);
+    if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, &size_len) != 0) return -1;
+    return size;
+  }
+  return -1;
+}
+
+int64_t sysctl_value(const char* file) {
+  std::ifstream in(file);
+  int64_t v = 0;
+  in >> v;
+  return v;
+}
+
+// A wide ipc send buffer makes the sending worker write every small frame itself (it never
+// fills), which cost the 64 B stream ~10 % (decisions.md): a channel widens it only once it sent
+// a payload of 64 KiB or more, and then keeps it on every later connection.
+TEST_F(SharedPayloadTest, AnIpcChannelWidensItsSendBufferOnlyOnceItSentALargePayload) {
+  if (sysctl_value("/proc/sys/net/core/wmem_max") <=
+      sysctl_value("/proc/sys/net/core/wmem_default")) {
+    GTEST_SKIP() << "net.core.wmem_max is not above wmem_default: no send buffer can be widened";
+  }
+  const ChannelAddr addr = ipc_path();
+  const std::string path(addr.path());
+  auto server = serve(addr);
+  auto client = dial(server->local_addr());
+  std::vector<SharedMsg> kept;
+  post_shared(*client, 0);  // 100 bytes
+  post_shared(*client, 2);  // 20,000 bytes
+  receive(0, 1, kept);
+  ASSERT_EQ(shared_.receiver.recv(kDeadline)->n, 2);
+  const int small = send_buffer_of_socket_to(path);
+  ASSERT_GT(small, 0) << "no socket of this process is connected to " << path;
+
+  post_shared(*client, 3);  // 64 KiB
+  ASSERT_EQ(shared_.receiver.recv(kDeadline)->n, 3);
+  const int wide = send_buffer_of_socket_to(path);
+  EXPECT_GT(wide, small) << "a 64 KiB payload did not widen the send buffer";
+
+  server->drop_connections();  // the client dials again: its new socket is widened at once
+  post_shared(*client, 5);
+  ASSERT_EQ(shared_.receiver.recv(kDeadline)->n, 5);
+  EXPECT_EQ(send_buffer_of_socket_to(path), wide);
+  expect_nothing_returned();
 }
 
 TEST_F(SharedPayloadTest, R_ENV_4_AReturnedEnvelopeStillDecodesAfterTheChannelLetItGo) {
