@@ -248,9 +248,8 @@ TEST(PostBatching, WhileAnswersAreComingOnlyFullBatchesGoAndTheRestWaitsForTheLa
   absl::StatusOr<actors::ActorHandle<HeldBatches>> host =
       actors::spawn<HeldBatches>(rig->host_node->proc(), "held-batches", held);
   ASSERT_TRUE(host.ok()) << host.status();
-  absl::StatusOr<std::unique_ptr<PostProvider>> provider = PostProvider::create(PostOptions{
-      .context = std::shared_ptr<runtime::SendContext>(rig, rig->client.get()),
-      .host = host->addr()});
+  absl::StatusOr<std::unique_ptr<PostProvider>> provider =
+      provider_on(rig, absl::Seconds(10), host->addr());
   ASSERT_TRUE(provider.ok()) << provider.status();
   ASSERT_TRUE((*provider)->start().ok());
   const MailAddress to = *MailAddress::parse(kInbox);

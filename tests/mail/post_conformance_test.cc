@@ -165,10 +165,7 @@ TEST(PostProvider, PostAsyncToAHostThatNeverAnswersCompletesAfterTheTimeout) {
   absl::StatusOr<actors::ActorHandle<SilentHost>> silent =
       actors::spawn<SilentHost>(rig->host_node->proc(), "silent");
   ASSERT_TRUE(silent.ok()) << silent.status();
-  auto provider = PostProvider::create(
-      PostOptions{.context = std::shared_ptr<runtime::SendContext>(rig, rig->client.get()),
-                  .host = silent->addr(),
-                  .timeout = absl::Milliseconds(300)});
+  auto provider = provider_on(rig, absl::Milliseconds(300), silent->addr());
   ASSERT_TRUE(provider.ok());
   MailProvider& p = **provider;
   OneAnswer a;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -57,12 +58,15 @@ inline std::shared_ptr<Rig> make_rig(MemOptions options) {
   return rig;
 }
 
+// A provider on the rig's client, talking to `host` (default: the rig's MailboxHost; tests
+// pass an actor of their own that speaks the host's side).
 inline absl::StatusOr<std::unique_ptr<PostProvider>> provider_on(
-    const std::shared_ptr<Rig>& rig, absl::Duration timeout = absl::Seconds(10)) {
+    const std::shared_ptr<Rig>& rig, absl::Duration timeout = absl::Seconds(10),
+    std::optional<runtime::ActorAddr> host = std::nullopt) {
   // The provider shares the rig through its context (aliasing): the procs outlive it.
   return PostProvider::create(
       PostOptions{.context = std::shared_ptr<runtime::SendContext>(rig, rig->client.get()),
-                  .host = rig->host,
+                  .host = host.value_or(rig->host),
                   .timeout = timeout});
 }
 
