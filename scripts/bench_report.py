@@ -32,8 +32,8 @@ END = "<!-- bench:end -->"
 PAIRS = [
     ("PingPong", "PingPong", "msgs_per_s", 3.0),
     ("PingPong1Thread", "PingPong1Thread", "msgs_per_s", 3.0),
-    ("FanOut4", "FanOut4", "msgs_per_s", None),
-    ("FanIn4", "FanIn4", "msgs_per_s", None),
+    ("FanOut4", "FanOut4", "msgs_per_s", 1.0),
+    ("FanIn4", "FanIn4", "msgs_per_s", 1.0),
     ("RequestReply", "RequestReply", "round_trips_per_s", 3.0),
     ("Spawn", "Spawn", "spawns_per_s", 1.0),
     ("BytesPerIdleActor/100000", "BytesPerIdleActor/100000", "bytes_per_actor", 1.0),

@@ -3,10 +3,12 @@
 #include "actor_cell.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "boost/fiber/operations.hpp"
 #include "postal/runtime/logger.h"
 #include "postal/wire/absl_compat.h"
 
@@ -112,7 +114,13 @@ void ActorCell::run_slice(size_t budget) {
       return;
     }
     EnvelopePtr env = next_message();
-    if (env == nullptr) break;
+    if (env == nullptr) {
+      // A slice that handled nothing (a fresh actor's init) does not wait: a burst of spawns
+      // would pay the linger once per actor.
+      if (n == 0 || !linger()) break;
+      env = next_message();
+      if (env == nullptr) continue;  // a sender between its push and its link: look again
+    }
     if (!process(std::move(env))) return;
   }
   // R-ACT-5: finish stopping only when no delivery is between its admission and this queue
@@ -134,8 +142,49 @@ void ActorCell::request_restart(std::string why) {
   wake();
 }
 
-// Makes the cell runnable unless it already is.
+// The queue ran dry within the budget: waits up to the scheduler's `linger` for the next message
+// while this worker has nothing else queued (scheduler.h, "Linger"). True when one came. A cell
+// whose wait ran out waits again only after 1, 3, 7, … up to kMaxLingerSkip dry slices, and a
+// wait that pays off halves that: an actor whose next message usually comes later than the
+// linger (a reply after a round trip through others) would otherwise spend it on every slice
+// while work queued on other workers waits (Savina's Big: +40 % with a plain 5 µs linger).
+bool ActorCell::linger() {
+  if (linger_countdown_ > 0) {
+    --linger_countdown_;
+    return false;
+  }
+  runtime::Scheduler& sched = proc_.scheduler();
+  const absl::Duration limit = sched.options().linger;
+  if (limit <= absl::ZeroDuration() || !sched.worker_has_nothing_queued()) return false;
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(limit);
+  for (int i = 1;; ++i) {
+    if (queue_maybe_nonempty()) {
+      linger_skip_ >>= 1;
+      return true;
+    }
+    if (stop_requested() || restart_requested_.load(std::memory_order_relaxed)) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 15) == 0) {
+      boost::this_fiber::yield();  // a resumed waiter on this thread runs (and shows as work)
+      if (!sched.worker_has_nothing_queued()) return false;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        linger_skip_ = static_cast<uint8_t>(std::min(2 * linger_skip_ + 1, kMaxLingerSkip));
+        linger_countdown_ = linger_skip_;
+        return false;
+      }
+    }
+  }
+}
+
+// Makes the cell runnable unless it already is. A cell that is runnable already (queued, running,
+// lingering) is only read, not written: the senders of a busy actor do not pull its flag's line to
+// themselves one after the other. The seq_cst load pairs with release()'s seq_cst store and
+// re-check (every push and every flag a waker sets before calling here is seq_cst too): either this
+// load sees the flag cleared, or release() sees what the caller pushed or set.
 void ActorCell::wake() {
+  if (scheduled_.load(std::memory_order_seq_cst)) return;
   if (!scheduled_.exchange(true, std::memory_order_acq_rel)) proc_.scheduler().schedule(this);
 }
 
@@ -150,7 +199,7 @@ void ActorCell::release() {
   releasing_.fetch_add(1, std::memory_order_relaxed);
   scheduled_.store(false, std::memory_order_seq_cst);
   if (queue_maybe_nonempty() || restart_requested_.load(std::memory_order_seq_cst) ||
-      (stop_requested() && !is_terminal(state_.load()))) {
+      (stop_requested_.load(std::memory_order_seq_cst) && !is_terminal(state_.load()))) {
     wake();
   }
   releasing_.fetch_sub(1, std::memory_order_release);  // the last touch of this cell

@@ -171,6 +171,7 @@ class ActorCell final : public Context,
   void tell_keeper(const runtime::ActorAddr& who, uint8_t op);
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
   void wake();
+  bool linger();
   void release();
   bool run_init();
   bool process(runtime::EnvelopePtr env);
@@ -240,6 +241,11 @@ class ActorCell final : public Context,
   static constexpr size_t kReplayPrefetch = 3;  // how far ahead next_message prefetches replay_
   std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
   size_t prune_at_ = 64;
+  // R-SCHED-1, runner only: dry slices left before the next linger, and how many the last
+  // fruitless linger set (linger() in actor_cell.cc).
+  static constexpr int kMaxLingerSkip = 255;
+  uint8_t linger_countdown_ = 0;
+  uint8_t linger_skip_ = 0;
   std::atomic<bool> finished_{false};
   // Slices past `scheduled_ = false` in release(): another worker may already run (and end)
   // the cell, but it must not be freed under them (R-ACT-7).

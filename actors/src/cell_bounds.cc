@@ -74,18 +74,22 @@ EnvelopePtr ActorCell::pop_droppable(DeliveryFailure* why) {
   return nullptr;
 }
 
+// One add per counter, taken back when it went past the bound: with several senders a
+// compare-exchange loop retried (and moved the counters' line) once per sender that got in
+// between. A sender refused at the bound may briefly have counted itself, so a concurrent one
+// near the bound can be refused where it would have fit a moment later — as it could be by a
+// message that was being handled.
 bool ActorCell::try_reserve(uint64_t bytes) {
-  uint64_t n = queued_.load(std::memory_order_relaxed);
-  do {
-    if (n >= bound_.max_messages) return false;
-  } while (!queued_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst));
-  uint64_t b = queued_bytes_.load(std::memory_order_relaxed);
-  do {
-    if (b + bytes > bound_.max_bytes) {
-      queued_.fetch_sub(1, std::memory_order_seq_cst);
-      return false;
-    }
-  } while (!queued_bytes_.compare_exchange_weak(b, b + bytes, std::memory_order_seq_cst));
+  if (queued_.fetch_add(1, std::memory_order_seq_cst) >= bound_.max_messages) {
+    queued_.fetch_sub(1, std::memory_order_seq_cst);
+    return false;
+  }
+  const uint64_t b = queued_bytes_.fetch_add(bytes, std::memory_order_seq_cst);
+  if (b + bytes > bound_.max_bytes) {
+    queued_bytes_.fetch_sub(bytes, std::memory_order_seq_cst);
+    queued_.fetch_sub(1, std::memory_order_seq_cst);
+    return false;
+  }
   return true;
 }
 

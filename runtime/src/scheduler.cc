@@ -97,6 +97,10 @@ class Worker {
   }
 
   bool sleeping() const { return sleeping_.load(std::memory_order_relaxed); }
+  // Called on this worker's thread, from inside a slice (Scheduler::worker_has_nothing_queued).
+  bool nothing_queued() const {
+    return lifo_ == nullptr && local_.empty() && active_ <= 1 && !sched_.inject_.maybe_nonempty();
+  }
   Schedulable* steal() { return local_.pop(); }
   bool has_stealable() const { return !local_.empty(); }
 
@@ -347,6 +351,12 @@ void Scheduler::wake_one() {
 
 bool Scheduler::on_worker_thread() const {
   return Worker::current != nullptr && &Worker::current->sched_ == this;
+}
+
+bool Scheduler::worker_has_nothing_queued() const {
+  Worker* w = Worker::current;
+  return w != nullptr && &w->sched_ == this && w->nothing_queued() &&
+         !stopping_.load(std::memory_order_relaxed);
 }
 
 Scheduler* Scheduler::current() {

@@ -10,6 +10,7 @@
 #include "postal/postal.h"
 #include "support/proc_client.h"
 #include "support/virtual_time_proc.h"
+#include "support/wait_for.h"
 
 namespace {
 
@@ -191,6 +192,90 @@ TEST(Actor, R_ACT_2_BlockingRequestSuspendsTheFiberNotTheWorker) {
   // One worker: the server can only run while the requester's handler waits if the wait
   // suspends just the fiber.
   Fixture f(ProcOptions::threads(1));
+  auto server = *spawn<Server>(f.proc, "server");
+  auto requester = *spawn<Requester>(f.proc, "requester");
+  auto [report, rx] = runtime::open_port<Note>(*f.client);
+  requester.ref().send(*f.client, Forward{server.ref().port<Ask>(), report.bind(), 5000});
+  auto got = rx.recv(kDeadline);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->n, 42);
+}
+
+// Echoes every Note to `to`.
+struct Echo : Actor, Handles<Note> {
+  PortRef<Note> to;
+  explicit Echo(PortRef<Note> t) : to(std::move(t)) {}
+  absl::Status handle(Context& cx, Note m) override {
+    to.send(cx, m);
+    return absl::OkStatus();
+  }
+};
+
+ProcOptions one_worker_lingering(absl::Duration linger) {
+  ProcOptions o = ProcOptions::threads(1);
+  o.scheduler.linger = linger;
+  return o;
+}
+
+TEST(Actor, R_SCHED_1_AMessageThatComesWhileTheSliceLingersIsHandledInThatSlice) {
+  EXPECT_EQ(runtime::SchedulerOptions::low_power().linger, absl::ZeroDuration());
+  for (absl::Duration linger : {absl::Minutes(1), absl::ZeroDuration()}) {
+    SCOPED_TRACE(absl::FormatDuration(linger));
+    Fixture f(one_worker_lingering(linger));
+    auto [back, rx] = runtime::open_port<Note>(*f.client);
+    auto echo = *spawn<Echo>(f.proc, "echo", back.bind());
+    echo.ref().send(*f.client, Note{1});
+    ASSERT_TRUE(rx.recv(kDeadline).ok());
+    // Without the linger, wait for the slice to end (its only worker goes to sleep), so that
+    // the next message cannot share it by arriving early; with it, the slice never ends alone.
+    if (linger == absl::ZeroDuration()) {
+      ASSERT_TRUE(test_support::wait_for(
+          [&] { return f.proc.scheduler().sleeping_workers() == 1; }, kDeadline));
+    }
+    const uint64_t slices = f.proc.scheduler().stats().slices;
+    echo.ref().send(*f.client, Note{2});
+    auto got = rx.recv(kDeadline);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->n, 2);
+    if (linger > absl::ZeroDuration()) {
+      EXPECT_EQ(f.proc.scheduler().stats().slices, slices) << "handled by the lingering slice";
+    } else {
+      EXPECT_GT(f.proc.scheduler().stats().slices, slices) << "a new slice for every message";
+    }
+  }
+}
+
+TEST(Actor, R_SCHED_1_ALingeringSliceGivesWayAtOnceToOtherWorkOnItsWorker) {
+  // One worker and a one-minute linger: the second actor runs within the deadline only if the
+  // first one's slice stops waiting when the second becomes runnable.
+  Fixture f(one_worker_lingering(absl::Minutes(1)));
+  auto [back, rx] = runtime::open_port<Note>(*f.client);
+  auto first = *spawn<Echo>(f.proc, "first", back.bind());
+  auto second = *spawn<Echo>(f.proc, "second", back.bind());
+  first.ref().send(*f.client, Note{1});
+  ASSERT_TRUE(rx.recv(kDeadline).ok());
+  second.ref().send(*f.client, Note{2});
+  auto got = rx.recv(kDeadline);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->n, 2);
+}
+
+TEST(Actor, R_SCHED_1_AStopEndsTheLinger) {
+  Fixture f(one_worker_lingering(absl::Minutes(1)));
+  auto [back, rx] = runtime::open_port<Note>(*f.client);
+  auto echo = *spawn<Echo>(f.proc, "echo", back.bind());
+  echo.ref().send(*f.client, Note{1});
+  ASSERT_TRUE(rx.recv(kDeadline).ok());
+  echo.stop("done");
+  absl::StatusOr<ActorStatus> st = echo.wait(kDeadline);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->state, ActorState::kStopped);
+}
+
+TEST(Actor, R_SCHED_1_AHandlerWaitingOnTheSameWorkerResumesWhileAnotherSliceLingers) {
+  // One worker: the server's slice lingers after it answered, and the requester's fiber, woken
+  // by the answer on the same thread, must still get to run and report.
+  Fixture f(one_worker_lingering(absl::Minutes(1)));
   auto server = *spawn<Server>(f.proc, "server");
   auto requester = *spawn<Requester>(f.proc, "requester");
   auto [report, rx] = runtime::open_port<Note>(*f.client);

@@ -52,14 +52,16 @@ class MpscQueue {
 
   // Consumer only: false means certainly empty.
   bool maybe_nonempty() const {
-    return tail_ != &stub_ || head_.load(std::memory_order_acquire) != &stub_ ||
+    // seq_cst: pairs with push's exchange (a consumer that stores "idle" and then looks here
+    // sees a push that did not see the store; ActorCell::wake/release).
+    return tail_ != &stub_ || head_.load(std::memory_order_seq_cst) != &stub_ ||
            stub_.next_.load(std::memory_order_acquire) != nullptr;
   }
 
  private:
   void push_node(QueueNode* n) {
     n->next_.store(nullptr, std::memory_order_relaxed);
-    QueueNode* prev = head_.exchange(n, std::memory_order_acq_rel);
+    QueueNode* prev = head_.exchange(n, std::memory_order_seq_cst);
     prev->next_.store(n, std::memory_order_release);
   }
 

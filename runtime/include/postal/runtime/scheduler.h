@@ -24,6 +24,17 @@
 // it costs a core while the gaps stay short, and two such spinners on two vCPUs hold the cores the
 // I/O threads need (decisions.md, "Server spin").
 //
+// Linger (`linger`, 2 µs by default, 0 with low_power): a slice whose actor's queue ran dry
+// before its budget waits up to `linger` for the actor's next message — spinning on the queue,
+// the actor still runnable — while its worker has nothing else queued. An actor fed by a
+// sender on another worker (fan-out, fan-in) then takes its messages in slices of many instead
+// of being released and made runnable again, and stolen, once per message; senders find it
+// already runnable and pay no schedule. The wait ends at once when the worker gets work of its
+// own, a stop or restart is asked for, or a message comes; work queued on other workers waits
+// at most one slice longer to be stolen. An actor whose waits run out waits again only after a
+// growing number of dry slices (up to 255; a wait that pays off halves it), so actors whose
+// next message comes later than the linger do not spend it on every slice.
+//
 // Blocking: a handler that waits (a reply, a deadline) waits on its fiber inside a
 // `BlockingScope`; the worker starts another runner fiber so the thread keeps running other
 // actors, and retires the extra runner once the waiter resumes.
@@ -62,11 +73,15 @@ struct SchedulerOptions {
   absl::Duration spin = absl::Microseconds(50);  // idle spin before sleeping
   absl::Duration server_spin = absl::ZeroDuration();  // see "Server spin" above; 0: off
   size_t budget = 64;                       // messages per slice before yielding the worker
+  // How long a slice whose queue ran dry waits for the actor's next message while its worker
+  // has nothing else queued (see "Linger" above); 0: never.
+  absl::Duration linger = absl::Microseconds(2);
   bool manual = false;                      // deterministic test mode (no threads)
 
   static SchedulerOptions low_power() {
     SchedulerOptions o;
     o.spin = absl::ZeroDuration();
+    o.linger = absl::ZeroDuration();
     return o;
   }
   static SchedulerOptions deterministic() {
@@ -121,6 +136,8 @@ class Scheduler {
   int worker_count() const { return static_cast<int>(workers_.size()); }
   const SchedulerOptions& options() const { return options_; }
   SchedulerStats stats() const;
+  // Workers that ran out of work and are going to sleep or asleep (none is inside a slice).
+  int sleeping_workers() const { return sleepers_.load(std::memory_order_seq_cst); }
   // Raises the server spin to at least `spin` (never lowers it; at most kMaxServerSpin); takes
   // effect at the workers' next idle. Thread-safe. An actor that serves requests asks for it on
   // its proc (MailboxHost).
@@ -135,6 +152,10 @@ class Scheduler {
 
   // True on a worker thread of this scheduler.
   bool on_worker_thread() const;
+  // True on a worker thread of this scheduler that has nothing queued: its LIFO slot, its own
+  // queue and the shared inject queue are empty (other workers' queues are not looked at), and
+  // no blocked handler on it has resumed. What a lingering slice asks (see "Linger").
+  bool worker_has_nothing_queued() const;
   // The scheduler whose worker thread this is; nullptr elsewhere (R-FLOW-1: a sender blocked
   // for room waits inside that scheduler's BlockingScope).
   static Scheduler* current();
