@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "boost/fiber/operations.hpp"
+#include "postal/runtime/deferred_flush.h"
 #include "postal/runtime/logger.h"
 #include "postal/wire/absl_compat.h"
 
@@ -156,6 +157,9 @@ bool ActorCell::linger() {
   runtime::Scheduler& sched = proc_.scheduler();
   const absl::Duration limit = sched.options().linger;
   if (limit <= absl::ZeroDuration() || !sched.worker_has_nothing_queued()) return false;
+  // What this slice sent goes out first: the worker flushes its deferred sends when a slice
+  // ends, and a reply waiting behind the linger would wait for it (deferred_flush.h).
+  runtime::internal::run_deferred_flushes();
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(limit);
   for (int i = 1;; ++i) {
     if (queue_maybe_nonempty()) {

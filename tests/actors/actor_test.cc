@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "postal/postal.h"
+#include "postal/runtime/deferred_flush.h"
 #include "support/proc_client.h"
 #include "support/virtual_time_proc.h"
 #include "support/wait_for.h"
@@ -258,6 +259,32 @@ TEST(Actor, R_SCHED_1_ALingeringSliceGivesWayAtOnceToOtherWorkOnItsWorker) {
   auto got = rx.recv(kDeadline);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->n, 2);
+}
+
+// Defers a flush that marks `flushed`, as a channel client defers its write (deferred_flush.h).
+struct MarkFlushed final : runtime::DeferredFlush {
+  explicit MarkFlushed(std::atomic<bool>& f) : flushed(f) {}
+  void flush() override { flushed.store(true); }
+  std::atomic<bool>& flushed;
+};
+struct DefersAFlush : Actor, Handles<Note> {
+  std::atomic<bool>* flushed;
+  explicit DefersAFlush(std::atomic<bool>* f) : flushed(f) {}
+  absl::Status handle(Context&, Note) override {
+    runtime::defer_flush(std::make_shared<MarkFlushed>(*flushed));
+    return absl::OkStatus();
+  }
+};
+
+TEST(Actor, R_SCHED_1_ALingeringSliceFlushesWhatItDeferredBeforeItWaits) {
+  // A one-minute linger with nothing else to do: the deferred send (a reply over a channel)
+  // goes out within the deadline only if the slice flushes before it waits.
+  Fixture f(one_worker_lingering(absl::Minutes(1)));
+  std::atomic<bool> flushed{false};
+  auto actor = *spawn<DefersAFlush>(f.proc, "defers", &flushed);
+  actor.ref().send(*f.client, Note{1});
+  EXPECT_TRUE(test_support::wait_for([&] { return flushed.load(); }, kDeadline))
+      << "the deferred flush waited behind the linger";
 }
 
 TEST(Actor, R_SCHED_1_AStopEndsTheLinger) {
