@@ -1,7 +1,6 @@
 #include "postal/runtime/scheduler.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -287,7 +286,6 @@ Scheduler::Scheduler(SchedulerOptions options)
                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options_.workers = n;
   if (options_.budget == 0) options_.budget = 1;
-  if (const char* e = std::getenv("POSTAL_TMP_LINGER_NS")) options_.linger = absl::Nanoseconds(std::atoll(e));  // TMP
   for (int i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
 }
 
