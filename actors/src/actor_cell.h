@@ -54,7 +54,7 @@ class ActorCell final : public Context,
         parent_(std::move(parent)),
         actor_(std::move(actor)),
         type_(type),
-        options_(options),
+        supervision_(options.supervision),
         bound_(options.mailbox.value_or(proc.mailbox_bound())),
         budget_(options.supervision),
         remake_(std::move(remake)) {}
@@ -63,7 +63,7 @@ class ActorCell final : public Context,
 
   void bind(const std::shared_ptr<runtime::Mailbox>& mailbox);
   void add_child(const std::shared_ptr<ActorCell>& child);
-  const Supervision& supervision() const { return options_.supervision; }
+  const Supervision& supervision() const { return supervision_; }
   // R-SUP-1: which incarnation this is (0 first); read on this cell's runner only.
   uint32_t incarnation() const { return incarnation_; }
   void set_parent_incarnation(uint32_t n) { parent_incarnation_ = n; }
@@ -205,7 +205,7 @@ class ActorCell final : public Context,
   std::optional<runtime::ActorAddr> parent_;  // where SupervisionEvents go (R-ACT-3)
   std::unique_ptr<Actor> actor_;
   const ActorType& type_;
-  const SpawnOptions options_;
+  const Supervision supervision_;  // of the SpawnOptions, what the cell keeps
   const runtime::MailboxBound bound_;  // R-FLOW-1: resolved at spawn
   RestartBudget budget_;             // runner only
   uint32_t incarnation_ = 0;         // runner only
@@ -232,9 +232,9 @@ class ActorCell final : public Context,
   // request, a supervision message), handled before the queue. Oldest first.
   std::vector<runtime::EnvelopePtr> spared_ ABSL_GUARDED_BY(drop_mu_);
   std::atomic<ActorState> state_{ActorState::kCreated};
+  bool stash_current_ = false;  // set by stash() during its handler
   runtime::MessageEnvelope* current_ = nullptr;
   runtime::MessageEnvelope* handling_ = nullptr;  // the handler message being handled
-  bool stash_current_ = false;                    // set by stash() during its handler
   std::vector<runtime::EnvelopePtr> stash_;  // runner only, oldest first
   // Unstashed, handled before the queue; the next one last (no allocation until used).
   std::vector<runtime::EnvelopePtr> replay_;
@@ -247,17 +247,17 @@ class ActorCell final : public Context,
   uint8_t linger_countdown_ = 0;
   uint8_t linger_skip_ = 0;
   std::atomic<bool> finished_{false};
+  std::atomic<bool> backoff_pending_{false};  // R-SUP-1: the backoff holds `scheduled_`
   // Slices past `scheduled_ = false` in release(): another worker may already run (and end)
   // the cell, but it must not be freed under them (R-ACT-7).
   std::atomic<int> releasing_{0};
-  std::atomic<bool> backoff_pending_{false};  // R-SUP-1: the backoff holds `scheduled_`
   std::atomic<uint64_t> backoff_timer_{0};
   std::atomic<bool> restart_requested_{false};
+  std::atomic<bool> stop_requested_{false};
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;  // terminal, on_stop ran, the actor is destroyed
 
   mutable absl::Mutex mu_;
-  std::atomic<bool> stop_requested_{false};
   std::string reason_ ABSL_GUARDED_BY(mu_);
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;  // terminal, on_stop ran, the actor is destroyed
   std::string restart_reason_ ABSL_GUARDED_BY(mu_);
   struct PendingReply {
     ReplyContinuation cont;
@@ -265,12 +265,17 @@ class ActorCell final : public Context,
   };
   // R-ACT-10 (cell_requests.cc), runner only: the pending requests by port index, their
   // deadlines (a min-heap that may hold answered ones), the one sink of their ports (per
-  // incarnation), and the proc timer armed for the earliest deadline.
-  absl::flat_hash_map<uint64_t, PendingReply> replies_;
-  std::vector<std::pair<absl::Time, uint64_t>> deadlines_;
-  std::shared_ptr<ReplySink> reply_sink_;
-  absl::Time armed_deadline_ = absl::InfiniteFuture();
-  uint64_t deadline_timer_ = 0;
+  // incarnation), and the proc timer armed for the earliest deadline. Made by the first
+  // event-based request and kept for the cell's life: an actor that never makes one does not
+  // carry it (bytes per idle actor, benchmarks.md).
+  struct Requests {
+    absl::flat_hash_map<uint64_t, PendingReply> replies;
+    std::vector<std::pair<absl::Time, uint64_t>> deadlines;
+    std::shared_ptr<ReplySink> sink;
+    absl::Time armed_deadline = absl::InfiniteFuture();
+    uint64_t deadline_timer = 0;
+  };
+  std::unique_ptr<Requests> requests_;
   std::vector<runtime::ActorAddr> watchers_ ABSL_GUARDED_BY(mu_);  // R-SUP-2
   std::vector<runtime::ActorAddr> watching_;                       // R-SUP-2, runner only
   std::vector<uint64_t> timers_ ABSL_GUARDED_BY(mu_);              // R-SUP-3, pruned as it doubles

@@ -72,52 +72,57 @@ class ReplySink final : public runtime::PortSink {
 runtime::PortAddr ActorCell::open_reply(uint64_t type_hash, runtime::DecodeFn decode,
                                         absl::Duration timeout, ReplyContinuation cont,
                                         uint64_t* index) {
-  if (!reply_sink_) reply_sink_ = std::make_shared<ReplySink>(this, addr_);
-  *index = mailbox_->open_port(type_hash, decode, reply_sink_, /*once=*/true);
+  if (!requests_) requests_ = std::make_unique<Requests>();
+  Requests& r = *requests_;
+  if (!r.sink) r.sink = std::make_shared<ReplySink>(this, addr_);
+  *index = mailbox_->open_port(type_hash, decode, r.sink, /*once=*/true);
   const absl::Time deadline = proc_.now() + timeout;
-  replies_.emplace(*index, PendingReply{std::move(cont), timeout});
+  r.replies.emplace(*index, PendingReply{std::move(cont), timeout});
   // Stale entries (answered requests) are dropped at the top or, past twice the pending ones,
   // by a rebuild: O(pending), amortized over the answers.
-  if (deadlines_.size() >= 2 * replies_.size() + 64) {
-    std::erase_if(deadlines_, [&](const auto& d) { return !replies_.contains(d.second); });
-    std::make_heap(deadlines_.begin(), deadlines_.end(), later);
+  if (r.deadlines.size() >= 2 * r.replies.size() + 64) {
+    std::erase_if(r.deadlines, [&](const auto& d) { return !r.replies.contains(d.second); });
+    std::make_heap(r.deadlines.begin(), r.deadlines.end(), later);
   }
-  deadlines_.emplace_back(deadline, *index);
-  std::push_heap(deadlines_.begin(), deadlines_.end(), later);
+  r.deadlines.emplace_back(deadline, *index);
+  std::push_heap(r.deadlines.begin(), r.deadlines.end(), later);
   arm_deadline(deadline);
   return mailbox_->port_addr(runtime::Port::ephemeral(*index));
 }
 
 // One proc timer for the earliest deadline: re-armed only when a deadline goes ahead of it.
 void ActorCell::arm_deadline(absl::Time deadline) {
-  if (deadline >= armed_deadline_) return;
-  if (deadline_timer_ != 0) proc_.timers().cancel(deadline_timer_);
-  armed_deadline_ = deadline;
-  std::weak_ptr<ReplySink> weak = reply_sink_;  // 16 bytes: std::function keeps it inline
-  deadline_timer_ = proc_.timers().schedule(deadline, [weak] {
+  Requests& r = *requests_;  // made by the request whose deadline this is
+  if (deadline >= r.armed_deadline) return;
+  if (r.deadline_timer != 0) proc_.timers().cancel(r.deadline_timer);
+  r.armed_deadline = deadline;
+  std::weak_ptr<ReplySink> weak = r.sink;  // 16 bytes: std::function keeps it inline
+  r.deadline_timer = proc_.timers().schedule(deadline, [weak] {
     if (std::shared_ptr<ReplySink> s = weak.lock()) s->check_deadlines();
   });
 }
 
 bool ActorCell::expire_replies() {
+  if (!requests_) return true;
+  Requests& r = *requests_;
   const absl::Time now = proc_.now();
-  if (armed_deadline_ <= now) {  // the armed timer fired (a check of an earlier one may be late)
-    proc_.timers().cancel(deadline_timer_);
-    deadline_timer_ = 0;
-    armed_deadline_ = absl::InfiniteFuture();
+  if (r.armed_deadline <= now) {  // the armed timer fired (a check of an earlier one may be late)
+    proc_.timers().cancel(r.deadline_timer);
+    r.deadline_timer = 0;
+    r.armed_deadline = absl::InfiniteFuture();
   }
-  while (!deadlines_.empty()) {
-    const auto [deadline, index] = deadlines_.front();
-    auto it = replies_.find(index);
-    if (it != replies_.end() && deadline > now) {
+  while (!r.deadlines.empty()) {
+    const auto [deadline, index] = r.deadlines.front();
+    auto it = r.replies.find(index);
+    if (it != r.replies.end() && deadline > now) {
       arm_deadline(deadline);
       return true;
     }
-    std::pop_heap(deadlines_.begin(), deadlines_.end(), later);
-    deadlines_.pop_back();
-    if (it == replies_.end()) continue;  // answered: a stale entry
+    std::pop_heap(r.deadlines.begin(), r.deadlines.end(), later);
+    r.deadlines.pop_back();
+    if (it == r.replies.end()) continue;  // answered: a stale entry
     PendingReply pending = std::move(it->second);
-    replies_.erase(it);
+    r.replies.erase(it);
     mailbox_->close_port(index);  // a reply after the timeout gets PortGone
     absl::Status s = guarded([&] {
       return pending.cont(*this, nullptr,
@@ -140,13 +145,18 @@ bool ActorCell::complete_reply(EnvelopePtr env) {
     current_ = nullptr;
     return true;
   }
-  auto it = replies_.find(index);
-  if (it == replies_.end()) {  // an outcome after the first: nothing waits for it
+  if (!requests_) {  // no request was ever made: nothing waits for it
+    current_ = nullptr;
+    return true;
+  }
+  Requests& r = *requests_;
+  auto it = r.replies.find(index);
+  if (it == r.replies.end()) {  // an outcome after the first: nothing waits for it
     current_ = nullptr;
     return true;
   }
   PendingReply pending = std::move(it->second);
-  replies_.erase(it);
+  r.replies.erase(it);
   // A reply and a bounce both came through the once port, which closed it (R-MBX-5); its
   // deadline entry goes stale.
   absl::Status s = guarded([&] {
@@ -162,14 +172,16 @@ bool ActorCell::complete_reply(EnvelopePtr env) {
 }
 
 void ActorCell::drop_replies() {
-  if (deadline_timer_ != 0) proc_.timers().cancel(deadline_timer_);
-  deadline_timer_ = 0;
-  armed_deadline_ = absl::InfiniteFuture();
-  deadlines_.clear();
-  if (reply_sink_) reply_sink_->detach();
-  reply_sink_.reset();  // the next incarnation's ports get a sink of their own
-  for (auto& [index, pending] : replies_) mailbox_->close_port(index);
-  replies_.clear();
+  if (!requests_) return;
+  Requests& r = *requests_;  // emptied, not freed: a continuation running now still uses it
+  if (r.deadline_timer != 0) proc_.timers().cancel(r.deadline_timer);
+  r.deadline_timer = 0;
+  r.armed_deadline = absl::InfiniteFuture();
+  r.deadlines.clear();
+  if (r.sink) r.sink->detach();
+  r.sink.reset();  // the next incarnation's ports get a sink of their own
+  for (auto& [index, pending] : r.replies) mailbox_->close_port(index);
+  r.replies.clear();
 }
 
 }  // namespace postal::actors::internal
