@@ -189,10 +189,9 @@ struct Requester : Actor, Handles<Forward> {
   }
 };
 
-TEST(Actor, R_ACT_2_BlockingRequestSuspendsTheFiberNotTheWorker) {
-  // One worker: the server can only run while the requester's handler waits if the wait
-  // suspends just the fiber.
-  Fixture f(ProcOptions::threads(1));
+// A requester on `options`' proc asks a server there and reports the answer (42).
+void ExpectARequestIsAnswered(ProcOptions options) {
+  Fixture f(std::move(options));
   auto server = *spawn<Server>(f.proc, "server");
   auto requester = *spawn<Requester>(f.proc, "requester");
   auto [report, rx] = runtime::open_port<Note>(*f.client);
@@ -200,6 +199,12 @@ TEST(Actor, R_ACT_2_BlockingRequestSuspendsTheFiberNotTheWorker) {
   auto got = rx.recv(kDeadline);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->n, 42);
+}
+
+TEST(Actor, R_ACT_2_BlockingRequestSuspendsTheFiberNotTheWorker) {
+  // One worker: the server can only run while the requester's handler waits if the wait
+  // suspends just the fiber.
+  ExpectARequestIsAnswered(ProcOptions::threads(1));
 }
 
 // Echoes every Note to `to`.
@@ -302,14 +307,7 @@ TEST(Actor, R_SCHED_1_AStopEndsTheLinger) {
 TEST(Actor, R_SCHED_1_AHandlerWaitingOnTheSameWorkerResumesWhileAnotherSliceLingers) {
   // One worker: the server's slice lingers after it answered, and the requester's fiber, woken
   // by the answer on the same thread, must still get to run and report.
-  Fixture f(one_worker_lingering(absl::Minutes(1)));
-  auto server = *spawn<Server>(f.proc, "server");
-  auto requester = *spawn<Requester>(f.proc, "requester");
-  auto [report, rx] = runtime::open_port<Note>(*f.client);
-  requester.ref().send(*f.client, Forward{server.ref().port<Ask>(), report.bind(), 5000});
-  auto got = rx.recv(kDeadline);
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->n, 42);
+  ExpectARequestIsAnswered(one_worker_lingering(absl::Minutes(1)));
 }
 
 TEST(Actor, RequestTimesOutWithDeadlineExceeded) {
