@@ -292,6 +292,24 @@ TEST(Actor, R_SCHED_1_ALingeringSliceFlushesWhatItDeferredBeforeItWaits) {
       << "the deferred flush waited behind the linger";
 }
 
+TEST(Actor, R_SCHED_1_AWaitThatRanOutMakesTheWorkerSkipTheNextChanceWhicheverActorItComesFrom) {
+  // One worker, a 3 s linger. The first actor's wait runs out; the second actor, fresh (its own
+  // back-off is zero), must then not linger: its worker goes to sleep at once, not after 3 s.
+  Fixture f(one_worker_lingering(absl::Seconds(3)));
+  auto [back, rx] = runtime::open_port<Note>(*f.client);
+  auto first = *spawn<Echo>(f.proc, "first", back.bind());
+  auto second = *spawn<Echo>(f.proc, "second", back.bind());
+  const auto asleep = [&] { return f.proc.scheduler().sleeping_workers() == 1; };
+  ASSERT_TRUE(test_support::wait_for(asleep, kDeadline)) << "the actors' inits did not end";
+  first.ref().send(*f.client, Note{1});
+  ASSERT_TRUE(rx.recv(kDeadline).ok());
+  ASSERT_TRUE(test_support::wait_for(asleep, kDeadline)) << "the first actor's wait did not end";
+  second.ref().send(*f.client, Note{2});
+  ASSERT_TRUE(rx.recv(kDeadline).ok());
+  EXPECT_TRUE(test_support::wait_for(asleep, absl::Milliseconds(1500)))
+      << "the second actor lingered although the worker's last wait ran out";
+}
+
 TEST(Actor, R_SCHED_1_AStopEndsTheLinger) {
   Fixture f(one_worker_lingering(absl::Minutes(1)));
   auto [back, rx] = runtime::open_port<Note>(*f.client);
