@@ -31,9 +31,11 @@
 // of being released and made runnable again, and stolen, once per message; senders find it
 // already runnable and pay no schedule. The wait ends at once when the worker gets work of its
 // own, a stop or restart is asked for, or a message comes; work queued on other workers waits
-// at most one slice longer to be stolen. An actor whose waits run out waits again only after a
-// growing number of dry slices (up to 255; a wait that pays off halves it), so actors whose
-// next message comes later than the linger do not spend it on every slice.
+// at most one slice longer to be stolen. What the slice sent and deferred is flushed before it
+// waits. An actor whose waits run out waits again only after a growing number of dry slices (up
+// to 255; a wait that pays off halves it), and its worker lets a growing number of chances to
+// wait go by, whichever actor they come from (up to 4,095; halved likewise), so neither an actor
+// whose next message comes later than the linger nor many such actors spend it on every slice.
 //
 // Blocking: a handler that waits (a reply, a deadline) waits on its fiber inside a
 // `BlockingScope`; the worker starts another runner fiber so the thread keeps running other
