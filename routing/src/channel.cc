@@ -1,9 +1,8 @@
-// IoThread and the transport-picking factories of ChannelClient and ChannelServer.
+// The transport-picking factories of ChannelClient and ChannelServer (IoThread: io_thread.cc).
 #include "postal/routing/channel.h"
 
 #include <future>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
@@ -37,28 +36,6 @@ absl::StatusOr<TlsMode> parse_tls_mode(std::string_view text) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("tls mode \"", sv(text), "\": expected auto, on or off (R-SEC-1)"));
-}
-
-IoThread::IoThread() : context_(std::make_unique<boost::asio::io_context>(1)) {
-  thread_ = std::thread([ctx = context_.get()] {
-    runtime::name_this_thread("postal-io");
-    runtime::NoBlockScope no_block;  // R-FLOW-2: a thread that moves envelopes never waits for room
-    auto guard = boost::asio::make_work_guard(*ctx);
-    for (;;) {
-      try {
-        ctx->run();
-        return;
-      } catch (const std::exception& e) {  // a handler threw: log it and keep the thread alive
-        runtime::Logger::routing().error(
-            absl::StrCat("I/O thread: unexpected exception: ", e.what()));
-      }
-    }
-  });
-}
-
-IoThread::~IoThread() {
-  context_->stop();
-  thread_.join();
 }
 
 absl::StatusOr<std::unique_ptr<ChannelClient>> ChannelClient::dial(IoThread& io, ChannelAddr addr,

@@ -122,6 +122,8 @@ absl::StatusOr<std::unique_ptr<Node>> Node::start(NodeOptions options) {
     node->proc_->set_forwarder(node->dial_.get());
   }
   node->relay_.set(&node->ingress_, node->proc_.get());
+  // R-SCHED-2: an idle worker waits in the channels' I/O loop (the proc stops before io_ goes).
+  if (options.idle_poll) node->proc_->scheduler().set_idle_poller(&node->io_.idle_poller());
   if (options.system_actors) {
     // R-SUP-4: remote watches check on the procs they watch at the channels' heartbeat pace.
     actors::WatchOptions watch;

@@ -90,6 +90,10 @@ class Worker {
   bool wake() {
     if (!sleeping_.load(std::memory_order_seq_cst)) return false;
     if (wake_sent_.exchange(true, std::memory_order_seq_cst)) return false;
+    if (IdlePoller* p = polling_.load(std::memory_order_seq_cst)) {
+      p->interrupt();
+      return true;
+    }
     std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
     wake_ = true;
     sleep_cv_.notify_one();
@@ -113,6 +117,7 @@ class Worker {
   uint64_t steals() const { return steals_.load(std::memory_order_relaxed); }
   uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
   uint64_t server_spins() const { return server_spins_.load(std::memory_order_relaxed); }
+  uint64_t polls() const { return polls_.load(std::memory_order_relaxed); }
   uint64_t runners_started() const { return runners_started_.load(std::memory_order_relaxed); }
 
   static thread_local Worker* current;
@@ -150,7 +155,9 @@ class Worker {
       slices_.fetch_add(1, std::memory_order_relaxed);
       s->run_slice(sched_.options_.budget);
       internal::run_deferred_flushes();  // the hand-off budget: one flush per burst of sends
+      if (held_ != nullptr && held_->wanted_back()) give_back();
     }
+    give_back();
     --active_;
     std::unique_lock<boost::fibers::mutex> lock(sleep_mu_);
     --runners_;
@@ -201,7 +208,11 @@ class Worker {
   void idle() {
     internal::run_deferred_flushes();  // nothing deferred waits on an idle worker
     const bool learns = sched_.server_spin_ns_.load(std::memory_order_relaxed) > 0;
-    const std::chrono::nanoseconds spin = sched_.idle_spin_after(last_gap_);
+    // Idle poll: the worker that may wait in the I/O loop does not spin first; the loop is its
+    // wait, and a message from the network wakes it there.
+    IdlePoller* poller = poll_candidate();
+    const std::chrono::nanoseconds spin =
+        poller != nullptr ? std::chrono::nanoseconds(0) : sched_.idle_spin_after(last_gap_);
     // The clock is read only for a spin's deadline or a gap to learn (low_power reads none).
     const auto began = spin.count() > 0 || learns ? std::chrono::steady_clock::now()
                                                   : std::chrono::steady_clock::time_point();
@@ -224,6 +235,25 @@ class Worker {
         }
       }
     }
+    if (poller != nullptr && (held_ == poller || poller->acquire())) {
+      held_ = poller;
+      polls_.fetch_add(1, std::memory_order_relaxed);
+      wake_sent_.store(false, std::memory_order_seq_cst);
+      polling_.store(poller, std::memory_order_seq_cst);
+      sleeping_.store(true, std::memory_order_seq_cst);
+      sched_.sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      while (!has_work() && !sched_.stopping_.load(std::memory_order_seq_cst) &&
+             !wake_sent_.load(std::memory_order_seq_cst)) {
+        poller->run_once(std::chrono::nanoseconds(kSleepCap));
+        internal::run_deferred_flushes();
+      }
+      sched_.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+      sleeping_.store(false, std::memory_order_seq_cst);
+      polling_.store(nullptr, std::memory_order_seq_cst);
+      if (poller->wanted_back() || sched_.stopping_.load(std::memory_order_seq_cst)) give_back();
+      return learn_gap(began, learns);
+    }
+    give_back();
     wake_sent_.store(false, std::memory_order_seq_cst);
     sleeping_.store(true, std::memory_order_seq_cst);
     sched_.sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -238,6 +268,21 @@ class Worker {
     sched_.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
     sleeping_.store(false, std::memory_order_seq_cst);
     learn_gap(began, learns);
+  }
+
+  // Idle poll (scheduler.h): worker 0, when the scheduler has a poller and no handler of this
+  // worker is blocked (only this runner exists: a fiber resumed from elsewhere would otherwise
+  // wait for the loop to return).
+  IdlePoller* poll_candidate() const {
+    if (index_ != 0 || runners_ != 1) return nullptr;
+    return sched_.idle_poller_.load(std::memory_order_acquire);
+  }
+
+  // Returns the I/O loop this worker holds, if any.
+  void give_back() {
+    if (held_ == nullptr) return;
+    held_->release();
+    held_ = nullptr;
   }
 
   // Only with the server spin on.
@@ -260,6 +305,8 @@ class Worker {
 
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> wake_sent_{false};  // a wake() since sleeping_ was last set
+  std::atomic<IdlePoller*> polling_{nullptr};  // waiting in this poller instead of sleeping
+  IdlePoller* held_ = nullptr;                  // the loop this worker holds (worker 0 only)
   boost::fibers::mutex sleep_mu_;
   boost::fibers::condition_variable sleep_cv_;
   boost::fibers::condition_variable exit_cv_;
@@ -270,6 +317,7 @@ class Worker {
   std::atomic<uint64_t> sleeps_{0};
   std::atomic<uint64_t> server_spins_{0};
   std::atomic<uint64_t> runners_started_{0};
+  std::atomic<uint64_t> polls_{0};
 };
 
 thread_local Worker* Worker::current = nullptr;
@@ -386,6 +434,7 @@ SchedulerStats Scheduler::stats() const {
     s.sleeps += w->sleeps();
     s.server_spins += w->server_spins();
     s.runners += w->runners_started();
+    s.polls += w->polls();
   }
   s.wakeups = wakeups_.load(std::memory_order_relaxed);
   return s;

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "postal/runtime/scheduler.h"
 
 namespace boost::asio {
 class io_context;
@@ -168,11 +169,14 @@ struct ChannelOptions {
   std::vector<uint32_t> allowed_uids;
 };
 
-// IoThread: one boost::asio::io_context and the one thread that runs it.
+// IoThread: one boost::asio::io_context and the thread that runs it.
 //
-// Channel clients and servers do all their socket work on it, so the actor workers never block
-// on the network. Construction starts the thread; destruction stops the context and joins it.
-// Every client and server made with an IoThread must be destroyed before it.
+// Channel clients and servers do all their socket work in it, so the actor workers never block
+// on the network. One thread runs the context at a time: this thread, or an idle worker it is
+// lent to (`idle_poller`, R-SCHED-2: runtime/scheduler.h, "Idle poll"), which then reads,
+// decodes and delivers what arrives itself. Construction starts the thread; destruction stops
+// the context and joins it. Every client and server made with an IoThread must be destroyed
+// before it, and a scheduler given its poller must stop first.
 class IoThread {
  public:
   IoThread();
@@ -181,11 +185,15 @@ class IoThread {
   IoThread& operator=(const IoThread&) = delete;
 
   boost::asio::io_context& context() { return *context_; }
-  // Whether the caller is this I/O thread.
-  bool in_io_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // Whether the caller runs the context now: this I/O thread, or a worker it is lent to.
+  bool in_io_thread() const;
+  // What lends the context to an idle worker (runtime::Scheduler::set_idle_poller).
+  runtime::IdlePoller& idle_poller();
 
  private:
+  class Lender;
   std::unique_ptr<boost::asio::io_context> context_;
+  std::unique_ptr<Lender> lender_;
   std::thread thread_;
 };
 

@@ -48,6 +48,9 @@ struct NodeOptions {
   // R-FLOW-1: the proc's default mailbox bound (runtime::ProcOptions::mailbox).
   runtime::MailboxBound mailbox;
   bool system_actors = true;
+  // R-SCHED-2: worker 0 waits in the I/O thread's loop when idle instead of sleeping
+  // (runtime/scheduler.h, "Idle poll"); false: the I/O thread always reads, and the workers sleep.
+  bool idle_poll = true;
 
   static runtime::SchedulerOptions node_scheduler() {
     runtime::SchedulerOptions o;

@@ -37,6 +37,17 @@
 // wait go by, whichever actor they come from (up to 4,095; halved likewise), so neither an actor
 // whose next message comes later than the linger nor many such actors spend it on every slice.
 //
+// Idle poll (R-SCHED-2; `set_idle_poller`, which routing's Node sets to its I/O thread's loop):
+// worker 0 does not spin and sleep when idle, it waits in the proc's I/O loop, so a message from
+// the network is read, decoded and delivered by the thread that then runs its actor — one
+// thread wake-up per message instead of two (the I/O thread's, then the worker's). A wake-up
+// from another thread interrupts the wait. The worker keeps the loop while it runs the slices
+// that follow, so a reply or a burst costs no hand-over either, and gives it back at the end of
+// a slice once the I/O thread asks for it (it asks when the holder has not been waiting in the
+// loop for a while: a busy worker never keeps the network waiting longer than a slice), before
+// sleeping for any other reason, and when a handler of its blocks (a fiber resumed from another
+// thread must not wait for the loop to return).
+//
 // Blocking: a handler that waits (a reply, a deadline) waits on its fiber inside a
 // `BlockingScope`; the worker starts another runner fiber so the thread keeps running other
 // actors, and retires the extra runner once the waiter resumes.
@@ -101,10 +112,28 @@ struct SchedulerStats {
   uint64_t wakeups = 0;    // times a sleeping worker was notified
   uint64_t runners = 0;    // extra runner fibers started for blocked handlers
   uint64_t server_spins = 0;  // idle spins that lasted up to the server spin, not `spin`
+  uint64_t polls = 0;         // idle waits in the I/O loop instead of a sleep (Idle poll)
 };
 
 class Worker;
 class PortSink;
+
+// An I/O loop that an idle worker may wait in instead of sleeping (see "Idle poll"; routing's
+// IoThread lends its context). One thread runs the loop at a time.
+class IdlePoller {
+ public:
+  virtual ~IdlePoller() = default;
+  // Makes the caller the loop's only runner; false when that cannot be now (sleep as usual).
+  virtual bool acquire() = 0;
+  // The holder: runs what is ready, waiting up to `max` for something.
+  virtual void run_once(std::chrono::nanoseconds max) = 0;
+  // Any thread: makes the holder's run_once in progress, or its next one, return.
+  virtual void interrupt() = 0;
+  // The holder: gives the loop back.
+  virtual void release() = 0;
+  // Whether the loop's owner asked for it back (the holder then gives it back between slices).
+  virtual bool wanted_back() const = 0;
+};
 
 class Scheduler {
  public:
@@ -152,6 +181,10 @@ class Scheduler {
   // server spin when that is on and the gap was within it, else `spin` (0 with low_power).
   std::chrono::nanoseconds idle_spin_after(std::chrono::nanoseconds last_gap) const;
 
+  // Lets worker 0 wait in `poller` when idle (see "Idle poll"; null: never). The poller must
+  // outlive the workers.
+  void set_idle_poller(IdlePoller* poller) { idle_poller_.store(poller); }
+
   // True on a worker thread of this scheduler.
   bool on_worker_thread() const;
   // True on a worker thread of this scheduler that has nothing queued: its LIFO slot, its own
@@ -193,6 +226,7 @@ class Scheduler {
   std::atomic<bool> stopping_{false};
   std::atomic<int> sleepers_{0};
   std::atomic<int64_t> server_spin_ns_{0};
+  std::atomic<IdlePoller*> idle_poller_{nullptr};
 
   InjectQueue inject_;
 
