@@ -40,6 +40,7 @@ DialRouter::~DialRouter() {
     absl::flat_hash_map<runtime::ChannelAddr, Cached> clients;
     absl::MutexLock lock(&mu_);
     clients.swap(clients_);
+    ++epoch_;
   }
   // The clients' deletions are queued on the I/O thread (see client_for): wait for them, since
   // the IoThread may be destroyed right after this router.
@@ -62,12 +63,18 @@ void DialRouter::sweep() {
   std::vector<std::shared_ptr<ChannelClient>> evicted;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time idle_since = absl::Now() - options_.idle_client_timeout;
+    const absl::Time now = absl::Now();
+    const absl::Time idle_since = now - options_.idle_client_timeout;
     for (auto it = clients_.begin(); it != clients_.end();) {
-      const std::shared_ptr<ChannelClient>& client = it->second.client;
+      Cached& cached = it->second;
+      if (cached.posts != cached.posts_seen) {  // posted since the last sweep
+        cached.posts_seen = cached.posts;
+        cached.quiet_since = now;
+      }
+      const std::shared_ptr<ChannelClient>& client = cached.client;
       // use_count() == 1: no post holds it (posts take their reference under mu_, held here).
       const bool idle =
-          it->second.last_post <= idle_since && client.use_count() == 1 && client->unacked() == 0;
+          cached.quiet_since <= idle_since && client.use_count() == 1 && client->unacked() == 0;
       if (idle || client->closed() || client->rejected()) {
         if (runtime::Logger::routing().enabled(runtime::LogLevel::kDebug)) {
           runtime::Logger::routing().debug(absl::StrCat("dial router: evicting the ",
@@ -76,6 +83,7 @@ void DialRouter::sweep() {
         }
         evicted.push_back(std::move(it->second.client));
         clients_.erase(it++);
+        ++epoch_;
       } else {
         ++it;
       }
@@ -86,10 +94,12 @@ void DialRouter::sweep() {
 void DialRouter::add(const RoutePrefix& prefix, runtime::ChannelAddr addr) {
   absl::MutexLock lock(&mu_);
   book_.add(prefix, std::move(addr));
+  ++epoch_;
 }
 
 bool DialRouter::remove(const RoutePrefix& prefix) {
   absl::MutexLock lock(&mu_);
+  ++epoch_;
   return book_.remove(prefix);
 }
 
@@ -108,11 +118,13 @@ absl::StatusOr<std::shared_ptr<ChannelClient>> DialRouter::client_for(
   auto it = clients_.find(addr);
   if (it != clients_.end()) {
     if (!it->second.client->closed() && !it->second.client->rejected()) {
-      it->second.last_post = absl::Now();
+      ++it->second.posts;
+      last_.cached = &it->second;
       return it->second.client;
     }
     evicted = std::move(it->second.client);  // R-ROUTE-3: evict and redial
     clients_.erase(it);
+    ++epoch_;
   }
   absl::StatusOr<std::unique_ptr<ChannelClient>> dialed =
       ChannelClient::dial_async(io_, addr, returns_, options_);
@@ -130,7 +142,9 @@ absl::StatusOr<std::shared_ptr<ChannelClient>> DialRouter::client_for(
       boost::asio::post(io.context(), [c] { delete c; });
     }
   });
-  clients_.emplace(addr, Cached{client, absl::Now()});
+  auto [slot, inserted] = clients_.emplace(addr, Cached{client, 1, 0, absl::Now()});
+  ++epoch_;
+  last_.cached = &slot->second;
   return client;
 }
 
@@ -153,12 +167,28 @@ void DialRouter::route(runtime::EnvelopePtr env, runtime::ReturnHandle& ret, boo
   {
     absl::MutexLock lock(&mu_);
     const runtime::PortAddr& hop = env->next_hop();
-    const runtime::ChannelAddr* booked = book_.lookup(hop.id);
-    if (booked == nullptr && booked_only) {
-      client = absl::NotFoundError("");  // R-SEC-2: no route given; nothing is dialed
+    const runtime::ChannelAddr* chan = &hop.location.channel();
+    // A burst to one destination takes the last route again: no book lookup, no hashing.
+    if (last_.epoch == epoch_ && last_.chan == chan && last_.id == hop.id &&
+        (last_.from_book || !booked_only) && !last_.cached->client->closed() &&
+        !last_.cached->client->rejected()) {
+      ++last_.cached->posts;
+      client = last_.cached->client;
     } else {
-      addr = booked != nullptr ? *booked : hop.location.channel();
-      client = client_for(addr, evicted);
+      const runtime::ChannelAddr* booked = book_.lookup(hop.id);
+      if (booked == nullptr && booked_only) {
+        client = absl::NotFoundError("");  // R-SEC-2: no route given; nothing is dialed
+      } else {
+        addr = booked != nullptr ? *booked : *chan;
+        last_.cached = nullptr;
+        client = client_for(addr, evicted);
+        if (client.ok() && last_.cached != nullptr) {
+          last_.epoch = epoch_;
+          last_.id = hop.id;
+          last_.chan = chan;
+          last_.from_book = booked != nullptr;
+        }
+      }
     }
   }
   if (!client.ok() && absl::IsNotFound(client.status())) {

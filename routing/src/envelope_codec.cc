@@ -139,10 +139,27 @@ void EnvelopeEncoder::roll_back() {
 
 absl::StatusOr<uint32_t> EnvelopeEncoder::ref_actor(const ActorAddr& addr, std::string& defines,
                                                     uint16_t& define_count) {
+  for (Recent& recent : recent_) {
+    if (!recent.set || !(recent.addr == addr)) continue;
+    const AddrRef r = recent.ref;
+    if (r.id < entries_.size() && defined_[r.id] == r.defined) {
+      entries_[r.id].last_used = frame_;
+      return r.id;
+    }
+    recent.set = false;  // the id was redefined (or undone) since
+    break;
+  }
+  auto remember = [&](AddrRef r) {
+    Recent& slot = recent_[next_recent_++ & 1];
+    slot.addr = addr;
+    slot.ref = r;
+    slot.set = true;
+  };
   if (auto it = by_addr_.find(addr); it != by_addr_.end()) {
     const AddrRef r = it->second;
     if (r.id < entries_.size() && defined_[r.id] == r.defined) {
       entries_[r.id].last_used = frame_;
+      remember(r);
       return r.id;
     }
     by_addr_.erase(it);  // the id was redefined (or undone) since
@@ -156,6 +173,7 @@ absl::StatusOr<uint32_t> EnvelopeEncoder::ref_actor(const ActorAddr& addr, std::
   if (!id.ok()) return id;
   if (by_addr_.size() >= 2 * static_cast<size_t>(limits_.max_entries)) by_addr_.clear();
   by_addr_[addr] = AddrRef{*id, defined_[*id]};
+  remember(AddrRef{*id, defined_[*id]});
   return id;
 }
 

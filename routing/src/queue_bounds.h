@@ -53,6 +53,13 @@ class QueueBounds {
   mutable absl::Mutex mu_;
   Held total_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<runtime::ActorId, Held> by_destination_ ABSL_GUARDED_BY(mu_);
+  // The entry of the last destination counted (a stream's), compared instead of hashed; null
+  // after any insert or erase moved the map's entries.
+  runtime::ActorId last_dest_ ABSL_GUARDED_BY(mu_);
+  Held* last_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The entry of `dest`, made when `make` (null when absent and not made).
+  Held* entry(const runtime::ActorId& dest, bool make) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void erase(const runtime::ActorId& dest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace postal::routing::internal

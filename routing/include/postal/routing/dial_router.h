@@ -80,7 +80,19 @@ class DialRouter final : public runtime::MailboxSender {
 
   struct Cached {
     std::shared_ptr<ChannelClient> client;
-    absl::Time last_post;
+    uint64_t posts = 0;       // posts routed to it (no clock read per post)
+    uint64_t posts_seen = 0;  // `posts` at the last sweep that saw it change
+    absl::Time quiet_since;   // when that sweep ran (or when the client was made)
+  };
+  // The last route taken (a post of a burst repeats it): valid while `epoch_` is unchanged.
+  // `chan` is where the next hop's location keeps its channel (locations are interned, so the
+  // address is the location's identity); `from_book` says the book named the address.
+  struct LastRoute {
+    uint64_t epoch = 0;
+    runtime::PortId id;
+    const runtime::ChannelAddr* chan = nullptr;
+    bool from_book = false;
+    Cached* cached = nullptr;
   };
   struct Sweeper;  // the I/O thread's timer for idle eviction
 
@@ -100,6 +112,8 @@ class DialRouter final : public runtime::MailboxSender {
   FlatPrefixTable<runtime::ChannelAddr> book_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<runtime::ChannelAddr, Cached> clients_ ABSL_GUARDED_BY(mu_);
   size_t dials_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 1;  // bumped whenever book_ or clients_ changes
+  LastRoute last_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Sweeper> sweeper_;
   BookedOnly booked_only_{*this};
 };
