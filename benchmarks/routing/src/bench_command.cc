@@ -194,6 +194,7 @@ bench::PeerSet run_peers(const std::vector<Scenario>& scenarios, const BenchOpti
   o.peers_dir = options.peers_dir;
   o.messages = options.messages;
   o.workers = options.workers;
+  o.window = options.window;
   o.progress = [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -240,8 +241,8 @@ void add_bench_subcommand(CLI::App& app, BenchOptions& o) {
               "TLS 1.3 on every tcp channel, loopback included (to measure what it costs; the "
               "default is TLS off loopback only)");
   b->add_option("--window", o.window,
-                "stream drivers' unacknowledged payloads per target (default 4096); the report's "
-                "window cap says whether it limited a run")
+                "stream drivers' unacknowledged payloads per target, and the CAF and NATS peers' "
+                "(default 1024); the report's window cap says whether it limited a run")
       ->check(CLI::Range(uint64_t{2 * routing::kAckEvery}, uint64_t{1} << 24));
 }
 

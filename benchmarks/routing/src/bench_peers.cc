@@ -215,7 +215,7 @@ PeerSet run_peers(const std::vector<Scenario>& scenarios, const PeerOptions& o) 
 
   if (!tcp_sizes.empty()) {
     runner.each_size("caf_remote", "tcp", find_peer(o, "caf_remote_bench"), tcp_sizes,
-                     {"--threads", std::to_string(o.workers)},
+                     {"--threads", std::to_string(o.workers), "--window", std::to_string(o.window)},
                      "caf_remote_bench not found (needs libcaf-dev; build the target "
                      "caf_remote_bench): no CAF remote-actor peer");
   }
@@ -235,9 +235,12 @@ PeerSet run_peers(const std::vector<Scenario>& scenarios, const PeerOptions& o) 
         absl::StrCat("nats-server did not start: ", server.status().message(), ": no NATS peer"));
     return out;
   }
-  runner.each_size("nats", "tcp", nats, tcp_sizes, {"--url", (*server)->url()}, "");
+  const std::string window = std::to_string(o.window);
+  runner.each_size("nats", "tcp", nats, tcp_sizes, {"--url", (*server)->url(), "--window", window},
+                   "");
   // The same raw NATS, beside postal's nats:// channels (their own nats-server, bench_rig.cc).
-  runner.each_size("nats", "nats", nats, nats_sizes, {"--url", (*server)->url()}, "");
+  runner.each_size("nats", "nats", nats, nats_sizes, {"--url", (*server)->url(), "--window", window},
+                   "");
   return out;
 }
 

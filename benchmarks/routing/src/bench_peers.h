@@ -44,6 +44,7 @@ struct PeerOptions {
   std::string peers_dir;    // looked in first when set
   uint64_t messages = 0;    // overrides the message counts when > 0
   int workers = 1;          // CAF scheduler threads
+  uint64_t window = 1024;   // the CAF and NATS streams' unacknowledged messages (as the drivers')
   std::function<void(const std::string&)> progress;
 };
 

@@ -107,9 +107,12 @@ struct DriveSettled {
   }
 };
 
-// A stream's default window: 4 096 payloads ÷ a 1 ms ack round trip = 4 M payloads/s per target,
-// above what one host's channels carry; `postal bench --window` changes it and reports the cap.
-inline constexpr uint64_t kDefaultWindow = 4096;
+// A stream's default window: 1 024 payloads, what postal bench's CAF and NATS peers keep in flight
+// too (it passes its --window to them). 1 024 ÷ a 1 ms ack round trip = 1 M payloads/s per target,
+// and the unloaded round trip is ~50 µs (~20 M/s); a deeper window only makes the sender's
+// unacked envelopes outgrow its caches (decisions.md). `postal bench --window` changes it and
+// reports the cap.
+inline constexpr uint64_t kDefaultWindow = 1024;
 // A drive's default settle time after its first failure.
 inline constexpr int64_t kDefaultSettleMs = 2000;
 

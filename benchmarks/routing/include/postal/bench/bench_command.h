@@ -27,7 +27,7 @@ struct BenchOptions {
   bool verbose = false;    // print the host's bring-up lines
   bool no_auth = false;    // run the topologies unauthenticated (R-SEC-1's cost, measured beside)
   bool tls = false;        // R-SEC-1: TLS on every tcp channel, loopback included (its cost)
-  uint64_t window = 4096;  // stream drivers' window (routing::kDefaultWindow)
+  uint64_t window = 1024;  // stream drivers' and peers' window (routing::kDefaultWindow)
 };
 
 // Adds the `bench` subcommand, whose flags fill `options`, to `app`.
