@@ -250,7 +250,13 @@ class Worker {
       sched_.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       sleeping_.store(false, std::memory_order_seq_cst);
       polling_.store(nullptr, std::memory_order_seq_cst);
-      if (poller->wanted_back() || sched_.stopping_.load(std::memory_order_seq_cst)) give_back();
+      // With other workers the loop goes back at once: the I/O thread then delivers what comes
+      // while this one runs, and wakes another worker for it (a long slice here must not keep
+      // the proc's other actors from their messages). Alone, the worker keeps it (see above).
+      if (sched_.workers_.size() > 1 || poller->wanted_back() ||
+          sched_.stopping_.load(std::memory_order_seq_cst)) {
+        give_back();
+      }
       return learn_gap(began, learns);
     }
     give_back();
@@ -390,6 +396,9 @@ Schedulable* Scheduler::pop_inject() { return static_cast<Schedulable*>(inject_.
 void Scheduler::wake_one() {
   if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
   for (auto& w : workers_) {
+    // A worker never wakes itself: one that makes an actor runnable from inside its idle poll
+    // (R-SCHED-2) counts as asleep, and would otherwise take the wake-up meant for another.
+    if (w.get() == Worker::current) continue;
     if (w->wake()) {
       wakeups_.fetch_add(1, std::memory_order_relaxed);
       return;

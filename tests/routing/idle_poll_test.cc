@@ -134,6 +134,40 @@ TEST(IdlePoll, R_SCHED_2_AWorkerWhoseHandlerBlocksGivesTheLoopBack) {
   }
 }
 
+// Each handler waits (spinning, as a long computation would) until both run at once, so both
+// must. The second message is sent once the first handler runs: the worker that polled the first
+// one in must not keep the second in the socket behind its own slice.
+struct Rendezvous : actors::Actor, actors::Handles<PollAsk> {
+  std::atomic<int>* running;
+  explicit Rendezvous(std::atomic<int>* r) : running(r) {}
+  absl::Status handle(actors::Context& cx, PollAsk a) override {
+    running->fetch_add(1);
+    const bool met = test_support::wait_for([&] { return running->load() >= 2; }, absl::Seconds(5));
+    a.reply_to.send(cx, PollAnswer{met ? a.n : -1});
+    return absl::OkStatus();
+  }
+};
+
+TEST(IdlePoll, R_SCHED_2_WithTwoWorkersTheOtherStillGetsTheNetworksMessages) {
+  std::unique_ptr<Node> server = start_node("pollpair", /*idle_poll=*/true, /*workers=*/2);
+  std::unique_ptr<Node> client = start_node("pollpairclient", /*idle_poll=*/true);
+  std::atomic<int> running{0};
+  auto a = must(actors::spawn<Rendezvous>(server->proc(), "a", &running));
+  auto b = must(actors::spawn<Rendezvous>(server->proc(), "b", &running));
+  auto asker = must(runtime::Client::attach(client->proc(), "asker"));
+  auto [to_a_reply, from_a] = runtime::open_once_port<PollAnswer>(*asker);
+  auto [to_b_reply, from_b] = runtime::open_once_port<PollAnswer>(*asker);
+  ask_port(a.addr()).send(*asker, PollAsk{1, std::move(to_a_reply)});
+  ASSERT_TRUE(test_support::wait_for([&] { return running.load() == 1; }, absl::Seconds(5)));
+  ask_port(b.addr()).send(*asker, PollAsk{2, std::move(to_b_reply)});
+  absl::StatusOr<PollAnswer> ra = from_a.recv(absl::Seconds(10));
+  absl::StatusOr<PollAnswer> rb = from_b.recv(absl::Seconds(10));
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ(ra->n, 1);  // -1: its handler waited 5 s for the other one alone
+  EXPECT_EQ(rb->n, 2);
+}
+
 // The lender itself: the loop runs on its holder only; a holder that does not wait in it is
 // asked for it back; once given back, the I/O thread runs it again.
 TEST(IdlePoll, R_SCHED_2_OneThreadRunsTheLoopAndABusyHolderIsAskedForItBack) {

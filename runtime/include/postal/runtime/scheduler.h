@@ -41,12 +41,14 @@
 // worker 0 does not spin and sleep when idle, it waits in the proc's I/O loop, so a message from
 // the network is read, decoded and delivered by the thread that then runs its actor — one
 // thread wake-up per message instead of two (the I/O thread's, then the worker's). A wake-up
-// from another thread interrupts the wait. The worker keeps the loop while it runs the slices
-// that follow, so a reply or a burst costs no hand-over either, and gives it back at the end of
-// a slice once the I/O thread asks for it (it asks when the holder has not been waiting in the
-// loop for a while: a busy worker never keeps the network waiting longer than a slice), before
-// sleeping for any other reason, and when a handler of its blocks (a fiber resumed from another
-// thread must not wait for the loop to return).
+// from another thread interrupts the wait. A worker alone in its scheduler keeps the loop while
+// it runs the slices that follow, so a reply or a burst costs no hand-over either, and gives it
+// back at the end of a slice once the I/O thread asks for it (it asks when the holder has not
+// been waiting in the loop for a while: a busy worker never keeps the network waiting longer
+// than a slice), before sleeping for any other reason, and when a handler of its blocks (a
+// fiber resumed from another thread must not wait for the loop to return). With other workers
+// it gives the loop back as soon as it has work, so the I/O thread serves the network, and
+// wakes another worker, while it runs.
 //
 // Blocking: a handler that waits (a reply, a deadline) waits on its fiber inside a
 // `BlockingScope`; the worker starts another runner fiber so the thread keeps running other
