@@ -241,6 +241,28 @@ TEST_F(DialRouterTest, R_ROUTE_3_IdleClientsAreEvictedAndFreedAndTheAddressIsRed
   EXPECT_EQ(next_returned(absl::Milliseconds(100)).first, -1) << "nothing came back";
 }
 
+// A route the book gains after posts took another one applies to the next post: the router's
+// reuse of the last route (a burst to one destination) must not outlive a change of the book.
+TEST_F(DialRouterTest, R_ROUTE_3_ABookEntryAddedBetweenPostsTakesTheNextOne) {
+  std::unique_ptr<ChannelServer> booked = must(ChannelServer::serve(
+      io_, must(ChannelAddr::ipc_abstract(absl::StrCat("postal-dial-booked-", ::getpid()))),
+      receiving_, receiving_));
+  DialRouter router(io_, sending_, quick_dials());
+  router.post(to(server_->local_addr(), 1), sending_);  // by its location
+  ASSERT_TRUE(port_.receiver.recv(kDeadline).ok());
+  router.post(to(server_->local_addr(), 2), sending_);  // the same route again
+  ASSERT_TRUE(port_.receiver.recv(kDeadline).ok());
+  EXPECT_EQ(router.dials(), 1u);
+
+  router.add(port_.handle.bind().addr().id.actor, booked->local_addr());
+  router.post(to(server_->local_addr(), 3), sending_);
+  absl::StatusOr<test_support::CountMsg> got = port_.receiver.recv(kDeadline);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->n, 3);
+  EXPECT_EQ(router.dials(), 2u) << "the post after the book changed reused the old route";
+  EXPECT_EQ(booked->stats().connections_accepted, 1u);
+}
+
 // A client in use is not idle: posts keep it, however short the timeout's sweep period.
 TEST_F(DialRouterTest, R_ROUTE_3_AClientInUseIsNotEvicted) {
   ChannelOptions options = quick_dials();
