@@ -308,6 +308,11 @@ absl::StatusOr<ChannelAddr> ChannelAddr::parse(std::string_view text) {
   return parsed;
 }
 
+const Location::Rep* Location::interned_default() {
+  static const Rep* const kInterned = intern(Rep{});
+  return kInterned;
+}
+
 const Location::Rep& Location::rep() const {
   static const Rep* const kDefault = new Rep();
   return rep_ != nullptr ? *rep_ : *kDefault;
@@ -384,7 +389,12 @@ const Uid& Location::via_uid() const {
 
 Location Location::inner() const {
   if (!is_via()) precondition_failed("Location::inner()", *this);
-  return Location(intern(Rep{std::vector<Uid>(vias().begin() + 1, vias().end()), channel()}));
+  // A via location's rep is interned (rep_ is not null), and so is what it memoizes.
+  std::atomic<const Rep*>& memo = rep_->inner.rep;
+  if (const Rep* known = memo.load(std::memory_order_acquire)) return Location(known);
+  const Rep* inner = intern(Rep{std::vector<Uid>(vias().begin() + 1, vias().end()), channel()});
+  memo.store(inner, std::memory_order_release);
+  return Location(inner);
 }
 
 std::string Location::to_string() const {

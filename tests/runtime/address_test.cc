@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <cereal/archives/binary.hpp>
+#include <cereal/archives/portable_binary.hpp>
 #include <gtest/gtest.h>
 
 #include "absl/container/flat_hash_set.h"
@@ -22,6 +23,7 @@
 #include "postal/runtime/label.h"
 #include "postal/runtime/location.h"
 #include "postal/runtime/uid.h"
+#include "postal/wire/codec.h"
 #include "support/must.h"
 
 namespace postal::runtime {
@@ -683,6 +685,59 @@ TEST(Address, R_ADDR_5_CerealLoadOfInvalidContentThrows) {
   Port port;
   cereal::BinaryInputArchive in(buffer);
   EXPECT_THROW(in(port), cereal::Exception);
+}
+
+// The wire archive memoizes a thread's recent port addresses (address.h): the bytes stay those
+// of cereal's portable binary archive, every value decodes back equal however the memo is hit or
+// cycled, and bytes that differ from a memoized address in one place are decoded afresh — or
+// refused — never answered from the memo.
+TEST(Address, R_ADDR_5_WireArchiveMemoKeepsBytesAndValues) {
+  AddressGenerator gen(7);
+  std::vector<PortAddr> ports;
+  for (int i = 0; i < 12; ++i) ports.push_back(PortAddr{PortId{gen.actor_id(), gen.port()}, gen.location()});
+  ports.push_back(PortAddr{});  // the empty address an unset PortRef holds
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < ports.size(); ++i) {
+      for (int repeat = 0; repeat < 3; ++repeat) {  // repeats hit the memo, the cycle evicts it
+        const PortAddr& port = ports[(i * 5 + round) % ports.size()];
+        const std::string bytes = must(wire::encode(port));
+        std::ostringstream portable;
+        {
+          cereal::PortableBinaryOutputArchive out(portable);
+          out(port.id, port.location);
+        }
+        ASSERT_EQ(bytes, portable.str()) << port;
+        ASSERT_EQ(must(wire::decode<PortAddr>(bytes)), port);
+      }
+    }
+  }
+
+  const PortAddr known = must(PortAddr::parse("pinger.procone:h000000000000002a@ipc:///tmp/x.sock"));
+  const std::string bytes = must(wire::encode(known));
+  ASSERT_EQ(must(wire::decode<PortAddr>(bytes)), known);  // now memoized
+  std::string other = bytes;
+  other[other.rfind('x')] = 'y';  // the same length, another socket
+  EXPECT_EQ(must(wire::decode<PortAddr>(other)),
+            must(PortAddr::parse("pinger.procone:h000000000000002a@ipc:///tmp/y.sock")));
+  std::string bad = bytes;
+  bad[bad.find("ipc")] = 'x';  // no such transport
+  EXPECT_FALSE(wire::decode<PortAddr>(bad).ok());
+  EXPECT_FALSE(wire::decode<PortAddr>(bytes.substr(0, bytes.size() - 1)).ok());
+  EXPECT_EQ(must(wire::decode<PortAddr>(bytes)), known);
+}
+
+// Every location is interned, so equality and the hash are the representation's; the default
+// location and the interned `inproc://0` are one.
+TEST(Location, R_ADDR_4_EqualLocationsHashAlikeHoweverMade) {
+  EXPECT_EQ(hash_of(Location()), hash_of(Location::addr(ChannelAddr::inproc(0))));
+  EXPECT_EQ(hash_of(Location()), hash_of(must(Location::parse("inproc://0"))));
+  const Location via = must(Location::parse("a.b.tcp://127.0.0.1:4000"));
+  EXPECT_EQ(via.inner(), must(Location::parse("b.tcp://127.0.0.1:4000")));
+  EXPECT_EQ(hash_of(via.inner()), hash_of(must(Location::parse("b.tcp://127.0.0.1:4000"))));
+  EXPECT_EQ(via.inner(), via.inner());  // the second is the memoized one
+  EXPECT_EQ(via.inner().inner(), must(Location::parse("tcp://127.0.0.1:4000")));
+  EXPECT_NE(via.inner(), via);
+  EXPECT_NE(hash_of(via.inner()), hash_of(via));
 }
 
 }  // namespace

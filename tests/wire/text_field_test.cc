@@ -2,10 +2,12 @@
 // payloads written before and after are the same; the wire archive reads them in place.
 #include "postal/wire/text_field.h"
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 
 #include <cereal/archives/binary.hpp>
+#include <cereal/archives/portable_binary.hpp>
 #include <cereal/types/string.hpp>
 #include <gtest/gtest.h>
 
@@ -89,6 +91,27 @@ TEST(TextField, R_FLOW_4_TakeRefusesMoreThanTheBytesLeft) {
   EXPECT_THROW(in.take(bytes.size()), cereal::Exception);  // the byte-order mark was read
   EXPECT_EQ(in.take(4).size(), 4u);
   EXPECT_THROW(in.take(1), cereal::Exception);
+}
+
+// The output archive writes through a cursor into room it keeps past its bytes: what the string
+// held before stays, and when the archive ends the string holds exactly the value's bytes after
+// it — small fields, a large one (appended with slack), and small ones after that — the same
+// bytes cereal's portable archive writes.
+TEST(TextField, TheWireArchiveAppendsExactlyTheValueAfterWhatTheStringHeld) {
+  const std::string large(5000, 'L');
+  std::string bytes = "prefix";
+  {
+    WireOutputArchive out(bytes);
+    out(uint8_t{1}, std::string(kText), large, uint64_t{42});
+    for (int i = 0; i < 100; ++i) out(uint32_t(i));  // past the first room
+  }
+  std::ostringstream portable;
+  {
+    cereal::PortableBinaryOutputArchive out(portable);
+    out(uint8_t{1}, std::string(kText), large, uint64_t{42});
+    for (int i = 0; i < 100; ++i) out(uint32_t(i));
+  }
+  EXPECT_EQ(bytes, "prefix" + portable.str());
 }
 
 }  // namespace

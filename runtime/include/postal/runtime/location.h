@@ -40,6 +40,7 @@
 #ifndef POSTAL_RUNTIME_LOCATION_H_
 #define POSTAL_RUNTIME_LOCATION_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -160,13 +161,14 @@ class Location {
   static std::size_t untrusted_budget();
   static std::size_t untrusted_count();  // how many network input has added
 
+  // Every rep is interned, so equal locations share one: equality and the hash are the
+  // pointer's (the default location's null stands for the interned default rep).
   friend bool operator==(const Location& a, const Location& b) {
-    if (a.rep_ == b.rep_) return true;
-    return a.vias() == b.vias() && a.channel() == b.channel();
+    return a.rep_ == b.rep_ || a.canonical() == b.canonical();
   }
   template <typename H>
   friend H AbslHashValue(H h, const Location& location) {
-    return H::combine(std::move(h), location.vias(), location.channel());
+    return H::combine(std::move(h), location.canonical());
   }
 
   // cereal: stored as the text form (wire/text_field.h: the bytes of a std::string, written from
@@ -186,9 +188,19 @@ class Location {
   static Location from_cereal_text(std::string_view text);
 
  private:
+  struct Rep;
+  // inner() of an interned rep, once computed (a gateway peels its hop off every message it
+  // forwards). A copy starts empty: only the interned rep keeps it.
+  struct InnerMemo {
+    mutable std::atomic<const Rep*> rep{nullptr};
+    InnerMemo() = default;
+    InnerMemo(const InnerMemo&) {}
+    InnerMemo& operator=(const InnerMemo&) { return *this; }
+  };
   struct Rep {
     std::vector<Uid> vias;  // Outermost first.
     ChannelAddr addr;
+    InnerMemo inner{};
   };
   struct RepHash;
   struct RepEq;
@@ -197,6 +209,8 @@ class Location {
   // Null when `untrusted` and the rep is new past the untrusted budget (R-FLOW-4).
   static const Rep* intern(Rep rep, bool untrusted = false);
   const Rep& rep() const;
+  const Rep* canonical() const { return rep_ != nullptr ? rep_ : interned_default(); }
+  static const Rep* interned_default();
 
   const Rep* rep_ = nullptr;  // Interned, never freed; null means the default, `inproc://0`.
 };

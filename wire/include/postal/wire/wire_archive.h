@@ -53,35 +53,67 @@ class WireOutputArchive
   static constexpr size_t kGatherMin = size_t{4} << 10;
 
   // Appends to `out`; with `refs`, large shared fields go there by reference instead.
+  //
+  // While the archive lives, `out` holds room past what was written (the bytes there are not
+  // the value's); the destructor cuts it to what was written. Small fields are copied through a
+  // cursor into that room — no call per field — and large ones are appended (room for them is
+  // reserved with slack, never zero-filled first).
   explicit WireOutputArchive(std::string& out, std::vector<ByteRef>* refs = nullptr)
       : cereal::OutputArchive<WireOutputArchive, cereal::AllowEmptyClassElision>(this),
         out_(out),
-        refs_(refs) {
-    out_.push_back(1);  // little-endian, as cereal's portable binary archive marks it
+        refs_(refs),
+        at_(out.size()) {
+    make_room(kSmallRoom);
+    out_[at_++] = 1;  // little-endian, as cereal's portable binary archive marks it
   }
+  ~WireOutputArchive() { out_.resize(at_); }
+  WireOutputArchive(const WireOutputArchive&) = delete;
+  WireOutputArchive& operator=(const WireOutputArchive&) = delete;
+
   void write(const void* data, size_t size) {
     if (size == 0) return;  // an empty vector's data() may be null
-    // A large field (a big string's bytes) gets room for what follows it, so the fields after
-    // it do not double the buffer and copy it again (and peak memory of large payloads stays
-    // low, wire.md §9.10).
-    if (size >= kMediumWrite) {
-      const size_t slack = size >= kLargeWrite ? kLargeWriteSlack : kMediumWriteSlack;
-      if (out_.capacity() < out_.size() + size + slack) out_.reserve(out_.size() + size + slack);
-    }
-    out_.append(static_cast<const char*>(data), size);
+    if (size >= kMediumWrite) return write_large(data, size);
+    if (out_.size() - at_ < size) make_room(size);
+    std::memcpy(out_.data() + at_, data, size);
+    at_ += size;
   }
   // A shared field's bytes: referenced when gathering and large, else copied.
   void write_shared(std::string_view bytes, const std::shared_ptr<const void>& owner) {
     if (refs_ != nullptr && owner != nullptr && bytes.size() >= kGatherMin) {
-      refs_->push_back(ByteRef{out_.size(), bytes, owner});
+      refs_->push_back(ByteRef{at_, bytes, owner});
       return;
     }
     write(bytes.data(), bytes.size());
   }
+  // How many bytes `out` holds so far, and those written since `from` (valid until the next
+  // write): what a writer that memoizes its own encoding copies (runtime/address.h).
+  size_t position() const { return at_; }
+  std::string_view written_since(size_t from) const {
+    return std::string_view(out_.data() + from, at_ - from);
+  }
 
  private:
+  static constexpr size_t kSmallRoom = 256;
+
+  // At least `size` more bytes of room past the cursor, growing geometrically.
+  // At least `size` more bytes of room past the cursor (the string's capacity grows
+  // geometrically; what is zero-filled here is at most what is written next, or kSmallRoom).
+  void make_room(size_t size) { out_.resize(at_ + std::max(size, kSmallRoom)); }
+  // A large field (a big string's bytes) gets room for what follows it, so the fields after
+  // it do not double the buffer and copy it again (and peak memory of large payloads stays
+  // low, wire.md §9.10).
+  void write_large(const void* data, size_t size) {
+    const size_t slack = size >= kLargeWrite ? kLargeWriteSlack : kMediumWriteSlack;
+    out_.resize(at_);
+    if (out_.capacity() < at_ + size + slack) out_.reserve(at_ + size + slack);
+    out_.append(static_cast<const char*>(data), size);
+    at_ += size;
+    make_room(std::min(slack, kSmallRoom));
+  }
+
   std::string& out_;
   std::vector<ByteRef>* refs_;
+  size_t at_;  // where the next byte goes: the bytes before it are the value's
 };
 
 class WireInputArchive
@@ -107,34 +139,42 @@ class WireInputArchive
   // Reads `size` bytes of `element`-byte values, swapping their bytes if the writer was
   // big-endian.
   void read(void* data, size_t size, size_t element) {
-    if (size > in_.size() - at_) {
-      throw cereal::Exception("truncated: " + std::to_string(size) + " bytes wanted, " +
-                              std::to_string(in_.size() - at_) + " left");
-    }
+    if (size > in_.size() - at_) [[unlikely]] truncated(size);
     if (size == 0) return;  // an empty vector's data() may be null: memcpy must not see it
     std::memcpy(data, in_.data() + at_, size);
     at_ += size;
-    if (swap_ && element > 1) {
-      auto* p = static_cast<uint8_t*>(data);
-      for (size_t i = 0; i < size; i += element) {
-        for (size_t j = 0; j < element / 2; ++j) std::swap(p[i + j], p[i + element - 1 - j]);
-      }
-    }
+    if (swap_ && element > 1) [[unlikely]] swap_bytes(data, size, element);
   }
   size_t left() const { return in_.size() - at_; }
+  bool swapped() const { return swap_; }
   const std::shared_ptr<const void>& owner() const { return owner_; }
   // The next `size` bytes, in place (valid while the input is); throws when fewer are left.
   std::string_view take(size_t size) {
-    if (size > in_.size() - at_) {
-      throw cereal::Exception("truncated: " + std::to_string(size) + " bytes wanted, " +
-                              std::to_string(in_.size() - at_) + " left");
-    }
+    if (size > in_.size() - at_) [[unlikely]] truncated(size);
     std::string_view out = in_.substr(at_, size);
     at_ += size;
     return out;
   }
+  // The bytes not read yet, in place (what a reader that memoizes its decoding compares), and
+  // skipping `size` of them (at most left()).
+  std::string_view rest() const { return in_.substr(at_); }
+  void skip(size_t size) {
+    if (size > in_.size() - at_) [[unlikely]] truncated(size);
+    at_ += size;
+  }
 
  private:
+  [[noreturn, gnu::cold, gnu::noinline]] void truncated(size_t size) const {
+    throw cereal::Exception("truncated: " + std::to_string(size) + " bytes wanted, " +
+                            std::to_string(in_.size() - at_) + " left");
+  }
+  [[gnu::cold, gnu::noinline]] static void swap_bytes(void* data, size_t size, size_t element) {
+    auto* p = static_cast<uint8_t*>(data);
+    for (size_t i = 0; i < size; i += element) {
+      for (size_t j = 0; j < element / 2; ++j) std::swap(p[i + j], p[i + element - 1 - j]);
+    }
+  }
+
   std::string_view in_;
   std::shared_ptr<const void> owner_;
   size_t at_ = 0;
