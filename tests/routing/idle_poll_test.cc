@@ -99,10 +99,12 @@ TEST(IdlePoll, R_SCHED_2_AnIdleWorkerWaitsInTheIoLoopNotAsleep) {
   const runtime::SchedulerStats before = server->proc().scheduler().stats();
   round_trips(*client, "asker", ask_port(doubler.addr()), 100);
   const runtime::SchedulerStats after = server->proc().scheduler().stats();
-  // Between the requests the server's only worker waited in the loop (about once per request:
-  // the last wait may not have begun when the stats are read), never on its sleep: each request
-  // was read by the worker that then ran the Doubler.
-  EXPECT_GE(after.polls - before.polls, 90u);
+  // Between the requests the server's only worker waited in the loop, never on its sleep: the
+  // requests were read by the worker that then ran the Doubler. About once per request on a
+  // quiet machine; under CPU contention fewer (a preempted holder looks busy, so the I/O thread
+  // asks for the loop back and delivers some requests itself: 60–100 of 100 seen with a busy
+  // loop on the other core), hence the margin.
+  EXPECT_GE(after.polls - before.polls, 25u);
   EXPECT_EQ(after.sleeps, before.sleeps);
 }
 
