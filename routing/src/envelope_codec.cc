@@ -309,24 +309,27 @@ absl::Status EnvelopeEncoder::body(uint64_t seq, MessageEnvelope& env, bool has_
   }
   const uint16_t flags = (env.return_undeliverable() ? kReturnUndeliverable : 0) |
                          (has_hop ? kHasNextHop : 0) | (chunked ? kChunked : 0);
-  put<uint64_t>(out, seq);
-  put<uint16_t>(out, flags);
-  put<uint8_t>(out, env.ttl());
-  put<uint8_t>(out, static_cast<uint8_t>(env.dest().id.port.kind()));
-  put<uint32_t>(out, *sender_id);
-  put<uint32_t>(out, *dest_id);
-  put<uint64_t>(out, env.dest().id.port.value());
-  put<uint64_t>(out, env.data().type_hash());
-  put<uint64_t>(out, payload_len);
-  put<uint16_t>(out, define_count);
-  put<uint16_t>(out, static_cast<uint16_t>(env.headers().size()));
-  put<uint16_t>(out, static_cast<uint16_t>(env.delivery_failures().size()));
-  put<uint16_t>(out, 0);
+  // The fixed part (and next hop) into a local block, then one append: a dozen fields.
+  FieldBlock<kFixedBytes + kNextHopBytes> fixed;
+  fixed.put<uint64_t>(seq);
+  fixed.put<uint16_t>(flags);
+  fixed.put<uint8_t>(env.ttl());
+  fixed.put<uint8_t>(static_cast<uint8_t>(env.dest().id.port.kind()));
+  fixed.put<uint32_t>(*sender_id);
+  fixed.put<uint32_t>(*dest_id);
+  fixed.put<uint64_t>(env.dest().id.port.value());
+  fixed.put<uint64_t>(env.data().type_hash());
+  fixed.put<uint64_t>(payload_len);
+  fixed.put<uint16_t>(define_count);
+  fixed.put<uint16_t>(static_cast<uint16_t>(env.headers().size()));
+  fixed.put<uint16_t>(static_cast<uint16_t>(env.delivery_failures().size()));
+  fixed.put<uint16_t>(0);
   if (has_hop) {
-    put<uint32_t>(out, *hop_id);
-    put<uint8_t>(out, static_cast<uint8_t>(env.next_hop().id.port.kind()));
-    put<uint64_t>(out, env.next_hop().id.port.value());
+    fixed.put<uint32_t>(*hop_id);
+    fixed.put<uint8_t>(static_cast<uint8_t>(env.next_hop().id.port.kind()));
+    fixed.put<uint64_t>(env.next_hop().id.port.value());
   }
+  out.append(fixed.data(), fixed.size());
   out.append(defines).append(headers).append(failures);
   if (with_payload && !chunked) out.append(*payload);
   return absl::OkStatus();

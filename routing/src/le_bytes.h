@@ -6,6 +6,7 @@
 #pragma once
 
 #include <bit>
+#include <cassert>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -21,6 +22,25 @@ void put(std::string& out, T v) {
   std::memcpy(b, &v, sizeof(T));
   out.append(b, sizeof(T));
 }
+
+// Fields written into a fixed block on the stack, appended to a frame at once (a header of a
+// dozen fields is one append, not a dozen).
+template <size_t N>
+class FieldBlock {
+ public:
+  template <class T>
+  void put(T v) {
+    assert(at_ + sizeof(T) <= N);
+    std::memcpy(b_ + at_, &v, sizeof(T));
+    at_ += sizeof(T);
+  }
+  const char* data() const { return b_; }
+  size_t size() const { return at_; }
+
+ private:
+  char b_[N];
+  size_t at_ = 0;
+};
 
 class ByteReader {
  public:
