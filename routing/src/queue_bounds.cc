@@ -62,6 +62,10 @@ std::optional<DeliveryFailure> QueueBounds::admit(runtime::MessageEnvelope& env,
 
 void QueueBounds::release(const runtime::MessageEnvelope& env) {
   absl::MutexLock lock(&mu_);
+  release_locked(env);
+}
+
+void QueueBounds::release_locked(const runtime::MessageEnvelope& env) {
   const runtime::ActorId& dest = env.dest().id.actor;
   Held* held = entry(dest, /*make=*/false);
   if (held == nullptr) return;  // not admitted (failed before), or cleared

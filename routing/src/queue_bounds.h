@@ -42,6 +42,13 @@ class QueueBounds {
   std::optional<runtime::DeliveryFailure> admit(runtime::MessageEnvelope& env, uint64_t bytes);
   // `env`, admitted before, left the client.
   void release(const runtime::MessageEnvelope& env);
+  // Releases each envelope `next()` yields until it yields null, under one lock (a cumulative
+  // ack trims a run of envelopes at once).
+  template <class Next>
+  void release_each(Next next) {
+    absl::MutexLock lock(&mu_);
+    while (const runtime::MessageEnvelope* env = next()) release_locked(*env);
+  }
   // Everything left the client at once (it closed).
   void clear();
 
@@ -60,6 +67,7 @@ class QueueBounds {
   // The entry of `dest`, made when `make` (null when absent and not made).
   Held* entry(const runtime::ActorId& dest, bool make) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void erase(const runtime::ActorId& dest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void release_locked(const runtime::MessageEnvelope& env) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace postal::routing::internal

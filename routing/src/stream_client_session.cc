@@ -776,13 +776,20 @@ void StreamClientCore::wait_writable() {
 void StreamClientCore::trim() {
   // Acked DATA frames are done with, except a transfer's: its envelope stays the client's until
   // the server holds every byte (§9.6).
+  // R-FLOW-2: the acked run's bounds first, under one lock; the envelopes go after it.
+  auto it = pending_.begin();
+  bounds_.release_each([&]() -> const runtime::MessageEnvelope* {
+    for (; it != pending_.end() && it->seq < acked_; ++it) {
+      if (it->transfer == nullptr && it->env) return (it++)->env.get();
+    }
+    return nullptr;
+  });
   size_t done = 0;
   while (!pending_.empty() && pending_.front().seq < acked_) {
     Pending& p = pending_.front();
     if (p.transfer != nullptr) {
       p.transfer->env = std::move(p.env);
     } else {
-      if (p.env) bounds_.release(*p.env);  // R-FLOW-2
       ++done;
     }
     pending_.pop_front();
