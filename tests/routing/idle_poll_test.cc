@@ -113,6 +113,13 @@ TEST(IdlePoll, R_SCHED_2_OffTheWorkersSleepAndTheIoThreadReads) {
   std::unique_ptr<Node> client = start_node("pollclientoff", /*idle_poll=*/false);
   auto doubler = must(actors::spawn<Doubler>(server->proc(), "doubler"));
   round_trips(*client, "asker", ask_port(doubler.addr()), 20);
+  // Idle, the worker ends up asleep on its condition variable: with the poll off it has nowhere
+  // else to wait. (Between requests its spin may catch every one, under load especially, so the
+  // sleep is waited for, with a deadline.)
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (server->proc().scheduler().stats().sleeps == 0 && absl::Now() < deadline) {
+    std::this_thread::yield();
+  }
   const runtime::SchedulerStats stats = server->proc().scheduler().stats();
   EXPECT_EQ(stats.polls, 0u);
   EXPECT_GT(stats.sleeps, 0u);

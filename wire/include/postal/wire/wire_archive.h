@@ -18,6 +18,7 @@
 // statuses.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -95,7 +96,6 @@ class WireOutputArchive
  private:
   static constexpr size_t kSmallRoom = 256;
 
-  // At least `size` more bytes of room past the cursor, growing geometrically.
   // At least `size` more bytes of room past the cursor (the string's capacity grows
   // geometrically; what is zero-filled here is at most what is written next, or kSmallRoom).
   void make_room(size_t size) { out_.resize(at_ + std::max(size, kSmallRoom)); }
