@@ -136,10 +136,14 @@ class IoThread::Lender final : public runtime::IdlePoller {
 IoThread::IoThread()
     : context_(std::make_unique<boost::asio::io_context>(1)),
       lender_(std::make_unique<Lender>(*context_)) {
-  thread_ = std::thread([ctx = context_.get(), lender = lender_.get()] {
+  // The work guard exists before the thread does: a worker can take the loop (R-SCHED-2)
+  // before this thread has started, and the context, out of work after that worker's first
+  // handler, would stop itself for good (seen: a posted handler never ran, ~1 in 300 runs of
+  // R_SCHED_2_OneThreadRunsTheLoopAndABusyHolderIsAskedForItBack under ASan beside a busy core).
+  auto guard = boost::asio::make_work_guard(*context_);
+  thread_ = std::thread([lender = lender_.get(), guard = std::move(guard)] {
     runtime::name_this_thread("postal-io");
     runtime::NoBlockScope no_block;  // R-FLOW-2: a thread that moves envelopes never waits for room
-    auto guard = boost::asio::make_work_guard(*ctx);
     lender->io_loop();
   });
 }
