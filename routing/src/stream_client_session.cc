@@ -449,9 +449,6 @@ bool StreamClientCore::encode(EnvelopePtr& env) {
     p.transfer = t.get();
     transfers_.push_back(std::move(t));
   }
-  // The frame holds the payload's bytes now: the envelope waits for its ack with its value only
-  // (a sliced or chunked payload is still sent from the envelope's bytes).
-  if (!p.sliced && !chunked) env->data().drop_bytes();
   p.env = std::move(env);
   pending_.push_back(std::move(p));
   ++next_seq_;

@@ -182,26 +182,6 @@ TEST(Any, KeepBytesOnlyDropsTheValueAndTheBytesStillDecode) {
   EXPECT_EQ(back->tail.size(), size_t{3} << 20);
 }
 
-// What a channel does once a payload's bytes are in its frame: the typed value stays, the
-// cached bytes go, and asking again serializes the same bytes anew. Bytes that are all an Any
-// has (a received payload) are never dropped.
-TEST(Any, DropBytesKeepsTheValueAndOnlyBytesThatCanBeMadeAgain) {
-  Counted::serializations = 0;
-  Any a = Any::make(Counted{5});
-  const std::string first(*a.bytes());
-  a.drop_bytes();
-  ASSERT_TRUE(a.is_typed());
-  EXPECT_EQ(a.get<Counted>()->v, 5);
-  EXPECT_EQ(*a.bytes(), first);
-  EXPECT_EQ(Counted::serializations, 2);
-
-  Any received = Any::from_bytes(type_hash<Counted>(), first);
-  received.drop_bytes();
-  ASSERT_TRUE(received.bytes().ok());
-  EXPECT_EQ(*received.bytes(), first);
-  EXPECT_EQ(received.take<Counted>()->v, 5);
-}
-
 // A large field leaves room for the fields after it: the buffer is not doubled (and copied).
 TEST(Any, ALargeFieldIsNotFollowedByADoublingOfTheBuffer) {
   absl::StatusOr<std::string> encoded =

@@ -151,13 +151,6 @@ class Any {
     }
   }
 
-  // Drops the cached bytes of a typed value once a copy of them is on its way (a channel copied
-  // them into its frame): the value stays, and is serialized again if anything asks. Whatever
-  // waits for the frame's ack then holds one copy of the payload, not two (less to keep warm).
-  void drop_bytes() {
-    if (ops_ != nullptr) bytes_.reset();
-  }
-
   // The serialized form, as pieces a gathered write can send from where they are; computed
   // once, then cached. Valid as long as this Any (or one it was moved to) lives.
   absl::StatusOr<PayloadBytes*> serialized() {
