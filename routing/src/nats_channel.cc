@@ -1,6 +1,6 @@
-// nats:// channels (nats_tunnel.h): a stream channel over a private Unix socket at each end, the
-// two ends joined by a tunnel through NATS. The ChannelClient and ChannelServer here own both the
-// stream half and the tunnel half, and report the nats:// address.
+// nats:// channels (nats_tunnel.h): a stream channel whose connections are virtual connections
+// through NATS. The ChannelClient and ChannelServer here own both the stream half and the tunnel
+// half, and report the nats:// address.
 #include "absl/strings/str_cat.h"
 #include "nats_conn.h"
 #include "nats_tunnel.h"
@@ -64,8 +64,8 @@ class NatsClient final : public ChannelClient {
 
 class NatsServer final : public ChannelServer {
  public:
-  NatsServer(ChannelAddr addr, nats_tunnel::PrivateDir dir, std::unique_ptr<ChannelServer> inner)
-      : addr_(std::move(addr)), dir_(std::move(dir)), inner_(std::move(inner)) {}
+  NatsServer(ChannelAddr addr, std::unique_ptr<ChannelServer> inner)
+      : addr_(std::move(addr)), inner_(std::move(inner)) {}
   ~NatsServer() override {
     inner_.reset();  // GOODBYE server_stopping to every client, through the tunnel
     tunnel_.reset();
@@ -82,7 +82,6 @@ class NatsServer final : public ChannelServer {
 
  private:
   ChannelAddr addr_;
-  nats_tunnel::PrivateDir dir_;
   std::unique_ptr<ChannelServer> inner_;
   std::unique_ptr<nats_tunnel::TunnelServer> tunnel_;
 };
@@ -101,10 +100,10 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> dial_nats(IoThread& io, ChannelAd
       return absl::UnavailableError(absl::StrCat("dial ", addr.to_string(), ": ", s.message()));
     }
   }
-  const ChannelAddr local = (*tunnel)->local_addr();
-  auto client = std::make_unique<NatsClient>(std::move(addr), *std::move(tunnel));
-  absl::StatusOr<std::unique_ptr<ChannelClient>> inner =
-      dial_stream(io, local, returns, options, in_background, client->addr().to_string());
+  nats_tunnel::TunnelClient* t = tunnel->get();
+  auto client = std::make_unique<NatsClient>(addr, *std::move(tunnel));
+  absl::StatusOr<std::unique_ptr<ChannelClient>> inner = dial_stream(
+      io, std::move(addr), returns, options, in_background, {}, [t] { return t->dial(); });
   if (!inner.ok()) {
     return absl::Status(inner.status().code(),
                         absl::StrCat(client->addr().to_string(), ": ", inner.status().message()));
@@ -117,18 +116,14 @@ absl::StatusOr<std::unique_ptr<ChannelServer>> serve_nats(IoThread& io, ChannelA
                                                           runtime::MailboxSender& deliver_to,
                                                           runtime::ReturnHandle& ret,
                                                           ChannelOptions options) {
-  absl::StatusOr<nats_tunnel::PrivateDir> dir = nats_tunnel::PrivateDir::make();
-  if (!dir.ok()) return dir.status();
-  const std::string path = dir->path() + "/s.sock";
-  absl::StatusOr<ChannelAddr> local = ChannelAddr::ipc(path);
-  if (!local.ok()) return local.status();
+  SinkAdopter adopt;
   absl::StatusOr<std::unique_ptr<ChannelServer>> inner =
-      serve_stream(io, *local, deliver_to, ret, options);
+      serve_stream(io, addr, deliver_to, ret, options, &adopt);
   if (!inner.ok()) return inner.status();
   const nats_tunnel::TunnelOptions topts = tunnel_options(addr, options, /*dialing=*/false);
-  auto server = std::make_unique<NatsServer>(std::move(addr), *std::move(dir), *std::move(inner));
+  auto server = std::make_unique<NatsServer>(std::move(addr), *std::move(inner));
   absl::StatusOr<std::unique_ptr<nats_tunnel::TunnelServer>> tunnel =
-      nats_tunnel::TunnelServer::start(topts, path);
+      nats_tunnel::TunnelServer::start(topts, std::move(adopt));
   if (!tunnel.ok()) return tunnel.status();
   server->set_tunnel(*std::move(tunnel));
   return server;

@@ -2,20 +2,15 @@
 // ends that make them.
 #include "nats_tunnel.h"
 
-#include <fcntl.h>
+#include <stdlib.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
-#include <deque>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -32,19 +27,6 @@
 
 namespace postal::routing::internal::nats_tunnel {
 namespace {
-
-int connect_unix(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Answers a PROBE: OPENED while connection `id` lives here, FIN when it does not.
 void answer_probe(NatsConn& nats, Conns& conns, natsMsg* msg, const std::string& id) {
@@ -137,8 +119,8 @@ class Keeper {
 
 class Server final : public TunnelServer, private TunnelEnd {
  public:
-  Server(TunnelOptions options, std::string target)
-      : options_(std::move(options)), target_(std::move(target)) {}
+  Server(TunnelOptions options, SinkAdopter adopt)
+      : options_(std::move(options)), adopt_(std::move(adopt)) {}
   ~Server() override { stop(true); }
 
   absl::Status start() {
@@ -182,53 +164,37 @@ class Server final : public TunnelServer, private TunnelEnd {
       if (reply != nullptr) nats_->respond(reply, message(kFin, 0));
       return;
     }
-    const int fd = connect_unix(target_);
-    if (fd < 0) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
       counters_.refused.fetch_add(1);
       nats_->respond(reply, message(kFin, 0));
       return;
     }
-    auto conn = std::make_shared<Conn>(*nats_, fd, std::string(inbox), options_.window, counters_);
+    auto conn = std::make_shared<Conn>(*nats_, fds[0], std::string(inbox), options_.window,
+                                       counters_, /*opened=*/true);
     conns_.add(id, conn);
     conn->start();
     counters_.opened.fetch_add(1);
+    adopt_(SinkLink{fds[1], std::make_shared<Sink>(conn)});
     nats_->respond(reply, message(kOpened, 0));
   }
 
   const TunnelOptions options_;
-  const std::string target_;
+  const SinkAdopter adopt_;
   std::unique_ptr<Keeper> keeper_;
 };
 
 class Client final : public TunnelClient, private TunnelEnd {
  public:
-  Client(TunnelOptions options, PrivateDir dir)
-      : options_(std::move(options)), dir_(std::move(dir)) {}
+  explicit Client(TunnelOptions options) : options_(std::move(options)) {}
   ~Client() override {
-    stopping_.store(true);
-    if (listener_ >= 0) ::shutdown(listener_, SHUT_RDWR);
-    if (acceptor_.joinable()) acceptor_.join();
     keeper_.reset();
     if (nats_ != nullptr) nats_->unsubscribe_all();
     conns_.clear(true);
     nats_.reset();
-    if (listener_ >= 0) ::close(listener_);
   }
 
   absl::Status start() {
-    const std::string path = dir_.path() + "/c.sock";
-    absl::StatusOr<runtime::ChannelAddr> addr = runtime::ChannelAddr::ipc(path);
-    if (!addr.ok()) return addr.status();
-    local_ = *std::move(addr);
-    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
-    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-        ::listen(listener_, 64) != 0) {
-      return absl::InternalError(
-          absl::StrCat("the nats:// tunnel cannot listen on ", path, ": ", os_error(errno)));
-    }
     absl::StatusOr<std::unique_ptr<NatsConn>> nats = NatsConn::connect(
         {options_.url, options_.timeout, absl::StrCat("postal channel client ", options_.subject),
          options_.credentials, options_.tls, [this] { on_lost(); }});
@@ -241,7 +207,6 @@ class Client final : public TunnelClient, private TunnelEnd {
       return s;
     }
     keeper_ = std::make_unique<Keeper>(*nats_, conns_, options_.keepalive, counters_);
-    acceptor_ = std::thread([this] { accept_loop(); });
     return absl::OkStatus();
   }
 
@@ -258,75 +223,61 @@ class Client final : public TunnelClient, private TunnelEnd {
                      "); check that the proc is up and serves that address"));
   }
 
-  const runtime::ChannelAddr& local_addr() const override { return local_; }
+  // OPEN goes out with the connection's inbox as its reply subject: the server answers OPENED,
+  // or FIN when it refuses; nats-server answers "no responders" when no proc serves the subject.
+  // Until OPENED the sink takes nothing; a refusal closes the socket, which the stream client
+  // takes as a refused connection.
+  absl::StatusOr<SinkLink> dial() override {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      return absl::UnavailableError(absl::StrCat("socketpair: ", os_error(errno)));
+    }
+    const std::string id = random_id();
+    const std::string to = absl::StrCat(options_.subject, ".t.", id);
+    const std::string reply = absl::StrCat(inbox_, ".", id);
+    auto conn = std::make_shared<Conn>(*nats_, fds[0], to, options_.window, counters_,
+                                       /*opened=*/false);
+    conns_.add(id, conn);  // before OPEN: the server may answer at once
+    conn->start();
+    const std::string open = message(kOpen, 0, reply);
+    if (const natsStatus s = natsConnection_PublishRequest(
+            nats_->nc(), to.c_str(), reply.c_str(), open.data(), static_cast<int>(open.size()));
+        s != NATS_OK) {
+      conns_.remove(id);
+      ::close(fds[1]);
+      return absl::UnavailableError(absl::StrCat("OPEN to ", options_.subject, " at ", options_.url,
+                                                 ": ", natsStatus_GetText(s)));
+    }
+    return SinkLink{fds[1], std::make_shared<Sink>(conn)};
+  }
+
   TunnelStats stats() const override { return counters_.get(); }
 
  private:
   void on_message(natsMsg* msg) {
+    if (natsMsg_IsNoResponders(msg)) {  // the answer to an OPEN nobody serves
+      if (std::shared_ptr<Conn> c = conns_.find(last_token(natsMsg_GetSubject(msg)))) c->refuse();
+      return;
+    }
     dispatch(msg, [](natsMsg*, const std::string&, std::string_view) {});  // OPENs go to servers
   }
 
-  void accept_loop() {
-    while (!stopping_.load()) {
-      const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (stopping_.load()) return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // EMFILE: let fds free up
-        continue;
-      }
-      ucred peer{};
-      socklen_t len = sizeof(peer);
-      if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != ::getuid()) {
-        ::close(fd);  // the folder is 0700; this is a second lock on the door
-        continue;
-      }
-      open(fd);
-    }
-  }
-
-  // OPEN as a request: answered OPENED by the server, FIN when it refuses, nothing (no
-  // responders, a timeout) when no proc serves the subject — then the socket closes, and the
-  // stream client takes it as a refused connection.
-  void open(int fd) {
-    const std::string id = random_id();
-    const std::string to = absl::StrCat(options_.subject, ".t.", id);
-    auto conn = std::make_shared<Conn>(*nats_, fd, to, options_.window, counters_);
-    conns_.add(id, conn);  // before OPEN: the server may answer at once
-    natsStatus s;
-    if (ask(*nats_, to, message(kOpen, 0, absl::StrCat(inbox_, ".", id)), options_.timeout, &s) !=
-        kOpened) {
-      counters_.refused.fetch_add(1);
-      conns_.remove(id);  // closes the socket: the stream client sees the refusal
-      return;
-    }
-    counters_.opened.fetch_add(1);
-    conn->start();
-  }
-
   const TunnelOptions options_;
-  PrivateDir dir_;
-  runtime::ChannelAddr local_;
   std::string inbox_;
-  int listener_ = -1;
-  std::atomic<bool> stopping_{false};
-  std::thread acceptor_;
   std::unique_ptr<Keeper> keeper_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TunnelServer>> TunnelServer::start(const TunnelOptions& options,
-                                                                  std::string target) {
-  auto server = std::make_unique<Server>(options, std::move(target));
+                                                                  SinkAdopter adopt) {
+  auto server = std::make_unique<Server>(options, std::move(adopt));
   if (absl::Status s = server->start(); !s.ok()) return s;
   return server;
 }
 
 absl::StatusOr<std::unique_ptr<TunnelClient>> TunnelClient::start(const TunnelOptions& options) {
-  absl::StatusOr<PrivateDir> dir = PrivateDir::make();
-  if (!dir.ok()) return dir.status();
-  auto client = std::make_unique<Client>(options, *std::move(dir));
+  auto client = std::make_unique<Client>(options);
   if (absl::Status s = client->start(); !s.ok()) return s;
   return client;
 }
@@ -335,7 +286,7 @@ absl::StatusOr<PrivateDir> PrivateDir::make() {
   std::string path = (std::filesystem::temp_directory_path() / "postal-nats-XXXXXX").string();
   if (::mkdtemp(path.data()) == nullptr) {
     return absl::InternalError(
-        absl::StrCat("cannot make a private folder for a nats:// tunnel: ", os_error(errno)));
+        absl::StrCat("cannot make a private folder for nats-server's files: ", os_error(errno)));
   }
   return PrivateDir(std::move(path));
 }

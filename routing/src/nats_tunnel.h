@@ -1,31 +1,34 @@
 // nats_tunnel.h — byte streams over NATS (routing internal): what carries a `nats://` channel.
 //
 // A nats:// channel is the stream channel (wire v2: stream_client / stream_server) run through a
-// tunnel. On the dialing side a TunnelClient listens on a private Unix socket (in a 0700 folder of
-// its own) that the stream client dials; each connection accepted there becomes one virtual
-// connection over NATS to the TunnelServer of the proc's subject, which connects it to its stream
-// server's own private socket. Every rule of the stream channel — sessions, acks, retransmit after
-// a lost connection, heartbeats, chunking, undeliverables, authentication — holds unchanged,
-// because the stream protocol runs end to end; the tunnel only delivers bytes in order or cuts the
+// tunnel. Each connection the stream client makes (`TunnelClient::dial`) is one virtual
+// connection over NATS to the TunnelServer of the proc's subject, which hands it to its stream
+// server (`adopt`). The stream side's writes go straight into NATS messages on the writing thread
+// (a ByteSink, byte_sink.h); the peer's bytes reach it through a socketpair, written by the NATS
+// callback. Every rule of the stream channel — sessions, acks, retransmit after a lost
+// connection, heartbeats, chunking, undeliverables, authentication — holds unchanged, because
+// the stream protocol runs end to end; the tunnel only delivers bytes in order or cuts the
 // connection:
-//   * Messages are [kind:1][seq:8 LE][payload]: OPEN (a request; payload = the client's inbox for
-//     the connection), OPENED (its reply), DATA (sequenced per direction from 1), ACK (payload:
-//     bytes consumed so far, u64 LE), FIN.
+//   * Messages are [kind:1][seq:8 LE][payload]: OPEN (published with the dialer's inbox for the
+//     connection as reply subject and payload), OPENED (its answer), DATA (sequenced per
+//     direction from 1), ACK (payload: bytes consumed so far, u64 LE), FIN.
 //   * Subjects: client → server `<subject>.t.<conn>`; server → client the inbox OPEN named.
 //   * A gap in the DATA sequence (NATS core is at most once: a slow consumer or a failover drops
 //     messages), a NATS disconnect or reconnect, or a FIN cuts the connection: the stream client
 //     reconnects and resumes its session, retransmitting what was not acked (R-CHAN-2).
-//   * Flow control: a side stops reading its socket while `window` bytes it sent are unacked, so a
+//   * Flow control: a side's sink takes no more while `window` bytes it sent are unacked, so a
 //     slow reader pushes back across NATS as a slow socket does; a peer that sends past the window
 //     is cut. DATA payloads are at most the server's max_payload minus the 9-byte header.
-//   * OPEN is a request: with no proc serving the subject it fails at once (no responders) and the
-//     accepted socket is closed, which the stream client sees as a refused connection. A first
-//     dial probes the subject before it dials, so it fails at once too.
+//   * The dial never blocks: the sink takes nothing until OPENED. With no proc serving the
+//     subject the server answers the OPEN "no responders" at once, and a refusal is a FIN; either
+//     way the socket closes, which the stream client sees as a refused connection. A first dial
+//     probes the subject before it dials, so it fails at once too.
 //   * Heartbeats: each side asks the other every `keepalive` whether it still holds each
 //     connection (PROBE, a request answered OPENED or FIN); a FIN, no responders (a killed proc
 //     sends no FIN) or three unanswered probes cut it.
-// Threads: per virtual connection a reader (socket → NATS) and a writer (NATS → socket); NATS
-// callbacks only queue. Each tunnel has its own NATS connection.
+// Threads: per virtual connection a writer (NATS → socket) for what the socket does not take at
+// once; NATS callbacks otherwise write to the socket themselves. Each tunnel has its own NATS
+// connection.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "byte_sink.h"
 #include "nats_conn.h"
 #include "postal/runtime/location.h"
 
@@ -61,9 +65,9 @@ struct TunnelStats {
 
 class TunnelServer {
  public:
-  // Serves `options.subject`, connecting each virtual connection to the Unix socket `target`.
+  // Serves `options.subject`, handing each virtual connection to `adopt` (the stream server).
   static absl::StatusOr<std::unique_ptr<TunnelServer>> start(const TunnelOptions& options,
-                                                             std::string target);
+                                                             SinkAdopter adopt);
   virtual ~TunnelServer() = default;
   virtual TunnelStats stats() const = 0;
   // Stops answering and cuts every connection without a FIN, as a killed process would.
@@ -72,18 +76,18 @@ class TunnelServer {
 
 class TunnelClient {
  public:
-  // Listens on a private Unix socket; each connection to it is tunnelled to `options.subject`.
+  // Connects to NATS; each `dial` is a virtual connection to `options.subject`.
   static absl::StatusOr<std::unique_ptr<TunnelClient>> start(const TunnelOptions& options);
   virtual ~TunnelClient() = default;
-  // The private socket the stream client dials.
-  virtual const runtime::ChannelAddr& local_addr() const = 0;
+  // A new connection, without waiting for the server's answer (a SinkDialer, byte_sink.h).
+  virtual absl::StatusOr<SinkLink> dial() = 0;
   virtual TunnelStats stats() const = 0;
   // Whether a proc serves the subject now: Unavailable (no responders, or no answer within the
   // timeout) when none does.
   virtual absl::Status probe() = 0;
 };
 
-// A private folder (0700) for a tunnel's Unix socket; removed with the object.
+// A private folder (0700), removed with the object (local_nats.h keeps a server's files there).
 class PrivateDir {
  public:
   static absl::StatusOr<PrivateDir> make();

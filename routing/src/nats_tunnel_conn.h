@@ -2,8 +2,8 @@
 // them, and the tunnel's message format (routing internal).
 #pragma once
 
-#include <nats/nats.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -19,9 +20,12 @@
 #include <thread>
 #include <vector>
 
+#include <nats/nats.h>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "byte_sink.h"
 #include "nats_conn.h"
 #include "nats_tunnel.h"
 
@@ -63,19 +67,22 @@ struct Counters {
   }
 };
 
-// One virtual connection: a Unix socket on this side, the peer's subject on the other.
+// One virtual connection. Bytes from the peer are written to a socket whose other end the stream
+// side reads; the stream side's own bytes come in through `take` (its ByteSink, `Sink` below) and
+// go out as DATA messages on the writing thread itself.
 class Conn {
  public:
-  Conn(NatsConn& nats, int fd, std::string peer, size_t window, Counters& counters)
+  // `opened`: false on the dialing side until the peer answers the OPEN.
+  Conn(NatsConn& nats, int fd, std::string peer, size_t window, Counters& counters, bool opened)
       : nats_(nats),
         fd_(fd),
         peer_(std::move(peer)),
         window_(window),
         max_chunk_(nats.max_payload() - kHeader),
-        counters_(counters) {}
+        counters_(counters),
+        opened_(opened) {}
   ~Conn() {
     cut(false);
-    if (reader_.joinable()) reader_.join();
     if (writer_.joinable()) writer_.join();
     ::close(fd_);
   }
@@ -83,22 +90,40 @@ class Conn {
   Conn& operator=(const Conn&) = delete;
 
   void start() {
-    reader_ = std::thread([this] { read_loop(); });
     writer_ = std::thread([this] { write_loop(); });
   }
-  bool done() const { return reader_done_.load() && writer_done_.load(); }
+  bool done() const { return writer_done_.load(); }
   const std::string& peer() const { return peer_; }
 
   // From the NATS callback: never blocks.
   void deliver(Kind kind, uint64_t seq, std::string_view payload) {
-    if (kind == kFin) {
-      absl::MutexLock lock(&mu_);
-      peer_fin_ = true;
+    if (kind == kOpened || kind == kFin) {
+      bool answer = false;  // to our OPEN
+      std::function<void()> ready;
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopped_) return;
+        if (!opened_) {
+          answer = true;
+          opened_ = kind == kOpened;
+          ready = std::move(waiter_);
+        } else if (kind == kFin) {
+          peer_fin_ = true;  // the writer ends once it wrote what came before
+        }
+      }
+      if (answer && kind == kFin) return refuse();
+      if (answer) counters_.opened.fetch_add(1);
+      if (ready) ready();
       return;
     }
     if (kind == kAck && payload.size() == 8) {
-      absl::MutexLock lock(&mu_);
-      acked_ = std::max(acked_, std::min(get_u64(payload.data()), sent_));
+      std::function<void()> ready;
+      {
+        absl::MutexLock lock(&mu_);
+        acked_ = std::max(acked_, std::min(get_u64(payload.data()), sent_));
+        if (sent_ - acked_ < window_) ready = std::move(waiter_);
+      }
+      if (ready) ready();
       return;
     }
     if (kind != kData) return;
@@ -128,8 +153,8 @@ class Conn {
     size_t off = 0;
     bool broken = false;
     while (off < payload.size()) {
-      const ssize_t n = ::send(fd_, payload.data() + off, payload.size() - off,
-                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n =
+          ::send(fd_, payload.data() + off, payload.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         off += static_cast<size_t>(n);
       } else if (n < 0 && errno == EINTR) {
@@ -153,57 +178,125 @@ class Conn {
     if (ack) publish(*ack);
   }
 
-  // Ends the connection now: the socket is shut down (the stream side sees it lost), what waits
-  // is dropped. `fin`: tell the peer.
-  void cut(bool fin) {
+  // The OPEN was refused, or nobody serves the subject.
+  void refuse() {
+    counters_.refused.fetch_add(1);
+    cut(false);
+  }
+
+  // ByteSink::writev for the stream side (one writer at a time): DATA messages of at most
+  // max_chunk_ bytes, as far as the window allows.
+  ssize_t take(const iovec* iov, int count) {
+    size_t room = 0;
     {
       absl::MutexLock lock(&mu_);
-      if (stopped_) return;
-      stopped_ = true;
-      queue_.clear();
-      queued_ = 0;
+      if (stopped_) {
+        errno = opened_ ? EPIPE : ECONNREFUSED;  // never opened: refused, or nobody serves it
+        return -1;
+      }
+      if (!opened_ || sent_ - acked_ >= window_) return 0;
+      room = window_ - (sent_ - acked_);
     }
-    ::shutdown(fd_, SHUT_RDWR);
-    if (fin) publish(message(kFin, 0));
+    std::string& out = out_buf();
+    size_t taken = 0, off = 0;
+    int i = 0;
+    // Published under mu_: once cut, nothing more is (the tunnel closes NATS after cutting).
+    absl::MutexLock lock(&mu_);
+    while (taken < room && i < count) {
+      const size_t chunk = std::min(max_chunk_, room - taken);
+      out.assign(kHeader, '\0');
+      out[0] = static_cast<char>(kData);
+      for (; i < count && out.size() - kHeader < chunk; off = 0, ++i) {
+        const size_t n = std::min(iov[i].iov_len - off, chunk - (out.size() - kHeader));
+        out.append(static_cast<const char*>(iov[i].iov_base) + off, n);
+        if (off + n < iov[i].iov_len) {
+          off += n;
+          break;
+        }
+      }
+      const size_t n = out.size() - kHeader;
+      if (n == 0) break;
+      if (stopped_) break;
+      put_u64(out.data() + 1, ++out_seq_);
+      sent_ += n;
+      if (natsConnection_Publish(nats_.nc(), peer_.c_str(), out.data(),
+                                 static_cast<int>(out.size())) != NATS_OK) {
+        // The peer may miss these bytes: the connection ends, and the stream side reconnects
+        // and resends.
+        stop_locked(true);
+        break;
+      }
+      taken += n;
+    }
+    if (taken == 0 && stopped_) {
+      errno = EPIPE;
+      return -1;
+    }
+    return static_cast<ssize_t>(taken);
   }
 
- private:
-  void publish(const std::string& m) {
-    natsConnection_Publish(nats_.nc(), peer_.c_str(), m.data(), static_cast<int>(m.size()));
+  // ByteSink::when_writable.
+  void when_writable(std::function<void()> ready) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stopped_ && (!opened_ || sent_ - acked_ >= window_)) {
+        waiter_ = std::move(ready);
+        return;
+      }
+    }
+    ready();
   }
 
-  void read_loop() {
-    std::string buf(kHeader + max_chunk_, '\0');
-    buf[0] = static_cast<char>(kData);
-    uint64_t seq = 0;
-    for (;;) {
-      size_t room = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        auto may_read = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopped_ || sent_ - acked_ < window_;
-        };
-        mu_.Await(absl::Condition(&may_read));
-        if (stopped_) break;
-        room = std::min(max_chunk_, window_ - (sent_ - acked_));
-      }
-      const ssize_t n = ::read(fd_, buf.data() + kHeader, room);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      put_u64(buf.data() + 1, ++seq);
-      {
-        absl::MutexLock lock(&mu_);
-        sent_ += static_cast<uint64_t>(n);
-      }
-      natsConnection_Publish(nats_.nc(), peer_.c_str(), buf.data(), static_cast<int>(kHeader + n));
-    }
+  // ByteSink::ended_by.
+  int ended_by() {
+    absl::MutexLock lock(&mu_);
+    return stopped_ && !opened_ ? ECONNREFUSED : 0;
+  }
+
+  // The stream side is done with the connection: the peer is told, unless it ended it.
+  void finish() {
     bool tell = false;
     {
       absl::MutexLock lock(&mu_);
-      tell = !stopped_ && !peer_fin_;  // our side closed: the peer's side must close too
+      tell = !stopped_ && !peer_fin_ && opened_;
     }
     cut(tell);
-    reader_done_.store(true);
+  }
+
+  // Ends the connection now: the socket is shut down (the stream side sees it lost), what waits
+  // is dropped. `fin`: tell the peer.
+  void cut(bool fin) {
+    std::function<void()> ready;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      stop_locked(fin);
+      ready = std::move(waiter_);
+    }
+    if (ready) ready();  // the stream side finds the sink broken
+  }
+
+ private:
+  static std::string& out_buf() {
+    static thread_local std::string buf;
+    return buf;
+  }
+
+  void stop_locked(bool fin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (fin) publish_locked(message(kFin, 0));
+    stopped_ = true;
+    queue_.clear();
+    queued_ = 0;
+    ::shutdown(fd_, SHUT_RDWR);  // the stream side reads the end of the stream
+  }
+
+  // Nothing is published once the connection is cut: its NATS connection may be closing.
+  void publish(const std::string& m) {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) publish_locked(m);
+  }
+  void publish_locked(const std::string& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    natsConnection_Publish(nats_.nc(), peer_.c_str(), m.data(), static_cast<int>(m.size()));
   }
 
   // Counts `n` bytes written to the socket; the ACK to publish when a quarter window is due.
@@ -258,20 +351,46 @@ class Conn {
   const size_t max_chunk_;
   Counters& counters_;
   absl::Mutex mu_;
+  bool opened_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool peer_fin_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;   // DATA bytes published
-  uint64_t acked_ ABSL_GUARDED_BY(mu_) = 0;  // of them, consumed by the peer
+  uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;             // DATA bytes published
+  uint64_t acked_ ABSL_GUARDED_BY(mu_) = 0;            // of them, consumed by the peer
+  std::function<void()> waiter_ ABSL_GUARDED_BY(mu_);  // the stream side waits for room
+  uint64_t out_seq_ ABSL_GUARDED_BY(mu_) = 0;          // the last DATA published
   uint64_t in_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;      // a send to the socket is under way
-  uint64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;     // DATA bytes written to the socket
-  uint64_t acked_sent_ ABSL_GUARDED_BY(mu_) = 0;   // of them, acked to the peer
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;     // a send to the socket is under way
+  uint64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;    // DATA bytes written to the socket
+  uint64_t acked_sent_ ABSL_GUARDED_BY(mu_) = 0;  // of them, acked to the peer
   size_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
-  std::atomic<bool> reader_done_{false};
   std::atomic<bool> writer_done_{false};
-  std::thread reader_;
   std::thread writer_;
+};
+
+// The stream side's handle on a connection: its writes, and — when it lets go — the end of it.
+class Sink final : public ByteSink {
+ public:
+  explicit Sink(std::weak_ptr<Conn> conn) : conn_(std::move(conn)) {}
+  ~Sink() override {
+    if (const std::shared_ptr<Conn> c = conn_.lock()) c->finish();
+  }
+  ssize_t writev(const iovec* iov, int count) override {
+    if (const std::shared_ptr<Conn> c = conn_.lock()) return c->take(iov, count);
+    errno = EPIPE;
+    return -1;
+  }
+  void when_writable(std::function<void()> ready) override {
+    if (const std::shared_ptr<Conn> c = conn_.lock()) return c->when_writable(std::move(ready));
+    ready();
+  }
+  int ended_by() const override {
+    const std::shared_ptr<Conn> c = conn_.lock();
+    return c != nullptr ? c->ended_by() : 0;
+  }
+
+ private:
+  std::weak_ptr<Conn> conn_;
 };
 
 // The virtual connections of one tunnel end, by id.
@@ -349,6 +468,5 @@ inline bool parse(natsMsg* msg, Kind* kind, uint64_t* seq, std::string_view* pay
   *payload = std::string_view(data + kHeader, static_cast<size_t>(len) - kHeader);
   return true;
 }
-
 
 }  // namespace postal::routing::internal::nats_tunnel

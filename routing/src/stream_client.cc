@@ -7,6 +7,7 @@
 
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -79,7 +80,8 @@ StreamClientCore::StreamClientCore(IoThread& io, ChannelAddr addr, std::vector<E
 }
 
 absl::Status StreamClientCore::connect_first() {
-  absl::Status s = connect_blocking(socket_, endpoints_, options_.delivery_timeout);
+  absl::Status s =
+      dialer_ ? attach_dialed() : connect_blocking(socket_, endpoints_, options_.delivery_timeout);
   if (!s.ok()) return absl::UnavailableError(absl::StrCat("dial ", addr_text_, ": ", s.message()));
   tune(socket_, addr_);
   if (wide_send_buffer_) widen_send_buffer(socket_, addr_);
@@ -110,7 +112,7 @@ void StreamClientCore::start_in_background() {
 
 void StreamClientCore::resolve_then_connect() {
   if (closed()) return;
-  if (!endpoints_.empty()) return connect_async();
+  if (dialer_ || !endpoints_.empty()) return connect_async();
   // A tcp host name: asio resolves on its own thread, so neither this thread nor a poster waits.
   resolver_ = std::make_unique<boost::asio::ip::tcp::resolver>(io_.context());
   resolver_->async_resolve(
@@ -295,6 +297,7 @@ void StreamClientCore::connect_async() {
   const uint64_t gen = ++gen_;
   boost::system::error_code ignored;
   socket_.close(ignored);
+  sink_.reset();
   waiting_writable_ = false;
   tls_.reset();
   dial_timer_.expires_after(to_chrono(std::min(options_.dial_timeout, options_.delivery_timeout)));
@@ -303,6 +306,16 @@ void StreamClientCore::connect_async() {
     absl::MutexLock lock(&self->io_mu_);
     self->on_dial_timeout(gen);
   });
+  if (dialer_) {  // never blocks: a refusal comes later, as the end of the stream
+    absl::Status s = attach_dialed();
+    boost::asio::post(io_.context(), [self = shared_from_this(), gen, s = std::move(s)] {
+      absl::MutexLock lock(&self->io_mu_);
+      if (gen != self->gen_ || self->closed()) return;
+      if (!s.ok()) return self->connect_failed(std::string(s.message()), 0);
+      self->on_connected(gen, {});
+    });
+    return;
+  }
   boost::asio::async_connect(
       socket_, endpoints_.begin(), endpoints_.end(),
       [self = shared_from_this(), gen](const boost::system::error_code& ec, auto) {
@@ -313,23 +326,37 @@ void StreamClientCore::connect_async() {
 
 void StreamClientCore::on_connected(uint64_t gen, const boost::system::error_code& ec) {
   if (gen != gen_ || closed()) return;
-  if (ec) {
-    last_error_ = absl::StrCat("connect: ", os_error(ec));
-    last_errno_ = errno_of(ec);
-    if (dialing_.load(std::memory_order_relaxed)) return dial_failed(os_error(ec));
-    link_ = Link::kDown;
-    schedule_reconnect();
-    return;
-  }
+  if (ec) return connect_failed(os_error(ec), errno_of(ec));
   set_cloexec(socket_.native_handle());  // after the fact; spawns close every fd anyway
   tune(socket_, addr_);
   if (wide_send_buffer_) widen_send_buffer(socket_, addr_);
   boost::system::error_code ignored;
   socket_.non_blocking(true, ignored);
-  connected();
+  if (!dialer_) connected();  // a dialer's connection is made before anyone answered: at WELCOME
   link_ = Link::kHandshaking;
   begin_handshake();
   if (gen == gen_ && !closed()) read(gen);
+}
+
+void StreamClientCore::connect_failed(std::string why, int err) {
+  last_error_ = absl::StrCat("connect: ", why);
+  last_errno_ = err;
+  if (dialing_.load(std::memory_order_relaxed)) return dial_failed(std::move(why));
+  link_ = Link::kDown;
+  schedule_reconnect();
+}
+
+absl::Status StreamClientCore::attach_dialed() {
+  absl::StatusOr<SinkLink> link = dialer_();
+  if (!link.ok()) return link.status();
+  boost::system::error_code ec;
+  socket_.assign(boost::asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), link->fd, ec);
+  if (ec) {
+    ::close(link->fd);
+    return absl::UnavailableError(os_error(ec));
+  }
+  sink_ = std::move(link->sink);
+  return absl::OkStatus();
 }
 
 void StreamClientCore::send_hello() {
@@ -338,9 +365,10 @@ void StreamClientCore::send_hello() {
   // server that lost its sessions has nothing to reject.
   // A transfer registered there (its DATA acked) resumes the session too (§9.5), and so do
   // destinations it paused (§10.1 rule 58: the pauses are the session's).
-  hello_resuming_ = written_ > acked_ || !paused_.empty() ||
-                    std::any_of(transfers_.begin(), transfers_.end(),
-                                [&](const std::unique_ptr<Transfer>& t) { return t->seq < acked_; });
+  hello_resuming_ =
+      written_ > acked_ || !paused_.empty() ||
+      std::any_of(transfers_.begin(), transfers_.end(),
+                  [&](const std::unique_ptr<Transfer>& t) { return t->seq < acked_; });
   if (!hello_resuming_ && session_presented_) new_session();
   session_presented_ = true;
   v2::Hello hello;
@@ -379,6 +407,10 @@ void StreamClientCore::on_read(uint64_t gen, const boost::system::error_code& ec
     last_errno_ = errno_of(ec);
     std::string why =
         ec == boost::asio::error::eof ? "the server closed the connection" : os_error(ec);
+    if (const int e = sink_ != nullptr ? sink_->ended_by() : 0; e != 0) {  // a dialer's refusal
+      last_errno_ = e;
+      why = os_error(e);
+    }
     if (tls_ != nullptr && !tls_->done()) {  // R-SEC-1: say what to check
       why += " during the TLS handshake (does the server run with tls off, or without TLS?)";
     }
@@ -449,6 +481,7 @@ void StreamClientCore::drop_connection(std::string why) {
   last_error_ = std::move(why);
   boost::system::error_code ignored;
   socket_.close(ignored);
+  sink_.reset();
   ++gen_;
   link_ = Link::kDown;
   up_.store(false, std::memory_order_release);
@@ -573,6 +606,7 @@ void StreamClientCore::close_channel(TransportReason reason, absl::Status why, b
   }
   boost::system::error_code ignored;
   socket_.close(ignored);
+  sink_.reset();
   tls_.reset();
   reconnect_timer_.cancel();
   deadline_timer_.cancel();
@@ -634,7 +668,8 @@ class StreamChannelClient final : public ChannelClient {
 absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, ChannelAddr addr,
                                                            ReturnHandle& returns,
                                                            ChannelOptions options,
-                                                           bool in_background, std::string label) {
+                                                           bool in_background, std::string label,
+                                                           SinkDialer dialer) {
   std::vector<Endpoint> endpoints;
   // A background dial of a tcp host name resolves on the I/O thread; a numeric host, an ipc
   // path and a foreground dial resolve here (without DNS for the first two).
@@ -642,7 +677,7 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, Channel
   const bool resolve_later =
       in_background && addr.transport() == ChannelAddr::Transport::kTcp &&
       (boost::asio::ip::make_address(std::string(addr.host()), not_numeric), not_numeric);
-  if (!resolve_later) {
+  if (!resolve_later && !dialer) {
     absl::StatusOr<std::vector<Endpoint>> resolved = endpoints_of(addr, /*passive=*/false);
     if (!resolved.ok()) {
       return absl::UnavailableError(
@@ -657,6 +692,7 @@ absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, Channel
   auto core = std::make_shared<StreamClientCore>(io, addr, std::move(endpoints), returns, options,
                                                  std::move(label));
   core->set_tls(*std::move(tls));
+  if (dialer) core->set_dialer(std::move(dialer));
   if (in_background) {
     core->start_in_background();
   } else {

@@ -81,6 +81,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "byte_sink.h"
 #include "envelope_codec.h"
 #include "frames_v2.h"
 #include "payload_stream.h"
@@ -125,6 +126,9 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   void set_tls(std::shared_ptr<const TlsContext> tls) { tls_ctx_ = std::move(tls); }
   // Instead of the two above: resolve (tcp names) and connect on the I/O thread.
   void start_in_background();
+  // Before start: every connection comes from `dialer` instead of a socket connect, and its
+  // writes go to the link's sink (a nats:// channel, byte_sink.h).
+  void set_dialer(SinkDialer dialer) { dialer_ = std::move(dialer); }
 
   // Any thread: serialize the payload, check the size (R-CHAN-3) and queue (R-CHAN-4).
   void post(runtime::EnvelopePtr env, runtime::ReturnHandle& ret);
@@ -163,11 +167,11 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
     uint64_t size = 0;                      // the payload's length
     std::string_view payload;               // the envelope's cached bytes; empty when streamed
     std::shared_ptr<PayloadStream> stream;  // §9.7: the bytes as they reach this gateway
-    runtime::EnvelopePtr env;     // the envelope once its DATA is acked (before: in its Pending)
-    uint64_t sent = 0;            // payload bytes written in chunks on this connection
-    uint64_t received = 0;        // what the server holds (§9.4)
-    bool released = false;        // its last chunk was written once: its pair flows again
-    bool ending = false;          // an ABORT is due (see above)
+    runtime::EnvelopePtr env;  // the envelope once its DATA is acked (before: in its Pending)
+    uint64_t sent = 0;         // payload bytes written in chunks on this connection
+    uint64_t received = 0;     // what the server holds (§9.4)
+    bool released = false;     // its last chunk was written once: its pair flows again
+    bool ending = false;       // an ABORT is due (see above)
     // The server's CANCEL (rule 31): the envelope returns from here with its reason and text.
     std::optional<v2::TransferEnd> cancel;
     runtime::ActorAddr from, to;  // its pair (§9.8)
@@ -212,6 +216,10 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   // A connect succeeded: the client is no longer dialing (any thread that owns the socket).
   void connected();
   void on_connected(uint64_t gen, const boost::system::error_code& ec);
+  // A connect failed: the dial fails, or a reconnect is scheduled.
+  void connect_failed(std::string why, int err);
+  // A connection from dialer_: its socket reads, its sink takes the writes.
+  absl::Status attach_dialed();
   void send_hello();
   // ---- R-SEC-1: TLS (stream_client_tls.cc) ----
   // A connection is up: TLS first when the policy says so (its ClientHello), else HELLO.
@@ -372,8 +380,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
     absl::Time since;
   };
   absl::flat_hash_map<runtime::ActorId, Paused> paused_;
-  std::atomic<size_t> paused_count_{0};  // paused_.size(), for credit()
-  std::atomic<size_t> paused_held_{0};   // envelopes held in paused_, for credit()
+  std::atomic<size_t> paused_count_{0};               // paused_.size(), for credit()
+  std::atomic<size_t> paused_held_{0};                // envelopes held in paused_, for credit()
   std::vector<std::unique_ptr<Transfer>> transfers_;  // incomplete, by seq
   std::vector<ChunkCut> cuts_;                        // the chunks of the write round in progress
   std::optional<ChunkCut> cut_half_;  // a chunk the socket took part of: it goes on first
@@ -391,6 +399,8 @@ class StreamClientCore : public std::enable_shared_from_this<StreamClientCore>,
   // server may have it); the frames from here to next_seq_ never left this process. ≥ acked_.
   uint64_t written_ = 0;
   Socket socket_;
+  SinkDialer dialer_;               // set: connections come from it (byte_sink.h)
+  std::shared_ptr<ByteSink> sink_;  // the current connection's, when dialer_ made it
   boost::asio::steady_timer reconnect_timer_;
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer dial_timer_;

@@ -165,6 +165,7 @@ void StreamClientCore::on_welcome(uint64_t gen, const v2::Welcome& welcome) {
   next_to_send_ = acked_;  // everything else is (re)sent
   send_offset_ = 0;
   link_ = Link::kUp;
+  if (dialer_) connected();  // a dialer's connection counts once the server answered
   up_.store(true, std::memory_order_release);
   splitter_.set_limit(static_cast<uint32_t>(max_frame_));
   dial_timer_.cancel();
@@ -690,7 +691,9 @@ StreamClientCore::Written StreamClientCore::write_some(int& err) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = count;
-    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = sink_ != nullptr ? sink_->writev(iov, static_cast<int>(count))
+                                       : ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == 0) return Written::kFull;  // a sink with no room (a socket never takes 0 bytes)
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Written::kFull;
@@ -757,6 +760,19 @@ bool StreamClientCore::advance(size_t n) {
 
 void StreamClientCore::wait_writable() {
   waiting_writable_ = true;
+  if (sink_ != nullptr) {
+    sink_->when_writable([weak = weak_from_this(), &io = io_, gen = gen_] {
+      boost::asio::post(io.context(), [weak, gen] {
+        const std::shared_ptr<StreamClientCore> self = weak.lock();
+        if (self == nullptr) return;
+        absl::MutexLock lock(&self->io_mu_);
+        if (gen != self->gen_ || self->closed()) return;
+        self->waiting_writable_ = false;
+        self->flush_writes();
+      });
+    });
+    return;
+  }
   socket_.async_wait(Socket::wait_write,
                      [self = shared_from_this(), gen = gen_](const boost::system::error_code& ec) {
                        absl::MutexLock lock(&self->io_mu_);

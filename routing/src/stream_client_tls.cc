@@ -128,6 +128,11 @@ void StreamClientCore::send_now(std::string_view frame) {
         ::send(socket_.native_handle(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     return;
   }
+  if (sink_ != nullptr) {
+    const iovec iov{const_cast<char*>(frame.data()), frame.size()};
+    [[maybe_unused]] const ssize_t n = sink_->writev(&iov, 1);
+    return;
+  }
   [[maybe_unused]] const ssize_t n =
       ::send(socket_.native_handle(), frame.data(), frame.size(), MSG_NOSIGNAL);
 }

@@ -10,9 +10,12 @@ namespace postal::routing::internal::stream_server {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(std::shared_ptr<ServerCore> core, Socket socket, uint64_t number, ConnectionWire wire)
+  // `sink`: where writes go instead of the socket (nats://, byte_sink.h); the socket still reads.
+  Connection(std::shared_ptr<ServerCore> core, Socket socket, uint64_t number, ConnectionWire wire,
+             std::shared_ptr<ByteSink> sink = nullptr)
       : core_(std::move(core)),
         socket_(std::move(socket)),
+        sink_(std::move(sink)),
         number_(number),
         wire_(std::move(wire)),
         accepted_at_(std::chrono::steady_clock::now()),
@@ -117,6 +120,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     core_->note_drained();
     boost::system::error_code ignored;
     socket_.close(ignored);
+    sink_.reset();
     if (linger_) linger_->cancel();
     if (session_ != nullptr && session_->owner == this) {
       session_->owner = nullptr;
@@ -260,6 +264,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Best effort, non-blocking, when no write is in flight: `frame` (sealed under TLS).
   void send_now(std::string frame) {
     if (!wire_.seal(frame).ok() || frame.empty()) return;
+    if (sink_ != nullptr) {
+      const iovec iov{frame.data(), frame.size()};
+      [[maybe_unused]] const ssize_t n = sink_->writev(&iov, 1);
+      return;
+    }
     [[maybe_unused]] const ssize_t n =
         ::send(socket_.native_handle(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
@@ -693,9 +702,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out_.clear();
     writing_ = true;
     wrote_since_tick_ = true;  // §10.2: no PING needed this interval
+    if (sink_ != nullptr) return write_to_sink(0);
     boost::asio::async_write(socket_, boost::asio::buffer(in_flight_),
                              [self = shared_from_this()](const boost::system::error_code& ec,
                                                          size_t) { self->on_written(ec); });
+  }
+
+  // in_flight_ from `done` on into the sink; when it is full, again once it has room.
+  void write_to_sink(size_t done) {
+    while (done < in_flight_.size()) {
+      const iovec iov{in_flight_.data() + done, in_flight_.size() - done};
+      const ssize_t n = sink_->writev(&iov, 1);
+      if (n < 0)
+        return on_written(boost::system::error_code(errno, boost::system::system_category()));
+      if (n == 0) {
+        sink_->when_writable([weak = weak_from_this(), &io = core_->io_, done] {
+          boost::asio::post(io.context(), [weak, done] {
+            const std::shared_ptr<Connection> self = weak.lock();
+            if (self != nullptr && !self->closed_ && self->sink_ != nullptr) {
+              self->write_to_sink(done);
+            }
+          });
+        });
+        return;
+      }
+      done += static_cast<size_t>(n);
+    }
+    on_written({});
   }
 
   void on_written(const boost::system::error_code& ec) {
@@ -708,6 +741,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       shutdown_after_write_ = false;
       boost::system::error_code ignored;
       socket_.shutdown(Socket::shutdown_send, ignored);
+      sink_.reset();  // the peer sees the end of the stream, as from the shutdown above
       linger_ = std::make_unique<boost::asio::steady_timer>(core_->io_.context(), linger_for_);
       linger_->async_wait([self = shared_from_this()](const boost::system::error_code& e) {
         if (!e) self->close("");
@@ -719,6 +753,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   std::shared_ptr<ServerCore> core_;
   Socket socket_;
+  std::shared_ptr<ByteSink> sink_;  // set: writes go here, not to socket_ (byte_sink.h)
   const uint64_t number_;
   ConnectionWire wire_;  // R-SEC-1: plaintext or TLS
   v2::FrameSplitter splitter_{v2::kHandshakeFrameLimit};

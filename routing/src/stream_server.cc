@@ -37,7 +37,7 @@ absl::Status ServerCore::listen(const Endpoint& endpoint) {
 }
 
 void ServerCore::accept() {
-  if (stopped_) return;
+  if (stopped_ || !acceptor_.is_open()) return;  // not open: connections come through adopt
   acceptor_.async_accept(
       [self = shared_from_this()](const boost::system::error_code& ec, Socket socket) {
         if (self->stopped_ || ec == boost::asio::error::operation_aborted) return;
@@ -82,7 +82,7 @@ bool ServerCore::peer_allowed(Socket& socket) {
   return ok;
 }
 
-void ServerCore::on_accepted(Socket socket) {
+void ServerCore::on_accepted(Socket socket, std::shared_ptr<ByteSink> sink) {
   if (connections_.size() >= options_.max_connections) {  // R-FLOW-4: refuse, keep serving
     refused_over_cap_.fetch_add(1, std::memory_order_relaxed);
     boost::system::error_code ignored;
@@ -108,10 +108,10 @@ void ServerCore::on_accepted(Socket socket) {
   const Endpoint peer = socket.remote_endpoint(ec);
   const TlsUse use = tcp && !ec ? server_tls_use(options_, tls_ctx_ != nullptr, peer)
                                 : (tls_ctx_ != nullptr && tcp ? TlsUse::kMust : TlsUse::kNever);
-  auto connection =
-      std::make_shared<Connection>(shared_from_this(), std::move(socket),
-                                   connections_accepted_.fetch_add(1, std::memory_order_relaxed) + 1,
-                                   ConnectionWire(tcp, use, tls_ctx_));
+  auto connection = std::make_shared<Connection>(
+      shared_from_this(), std::move(socket),
+      connections_accepted_.fetch_add(1, std::memory_order_relaxed) + 1,
+      ConnectionWire(tcp, use, tls_ctx_), std::move(sink));
   connections_.insert(connection);
   connections_open_.store(connections_.size(), std::memory_order_relaxed);
   connection->start();
@@ -410,9 +410,21 @@ class StreamChannelServer final : public ChannelServer {
 absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io, runtime::ChannelAddr addr,
                                                             runtime::MailboxSender& deliver_to,
                                                             runtime::ReturnHandle& ret,
-                                                            ChannelOptions options) {
+                                                            ChannelOptions options,
+                                                            SinkAdopter* adopt) {
   using runtime::ChannelAddr;
   using stream_server::ServerCore;
+  if (adopt != nullptr) {  // nothing listens: a nats:// tunnel hands the connections over
+    if (options.key == nullptr) auth::note_unauthenticated("channel server");
+    auto core = std::make_shared<ServerCore>(io, addr, deliver_to, ret, options);
+    *adopt = [weak = std::weak_ptr<ServerCore>(core)](SinkLink link) {
+      if (const std::shared_ptr<ServerCore> c = weak.lock()) return c->adopt(std::move(link));
+      ::close(link.fd);
+    };
+    core->start();
+    return std::unique_ptr<ChannelServer>(
+        new stream_server::StreamChannelServer(std::move(core), io));
+  }
   absl::StatusOr<std::vector<Endpoint>> endpoints = endpoints_of(addr, /*passive=*/true);
   if (!endpoints.ok()) {
     return absl::UnavailableError(

@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "byte_sink.h"
 #include "channel_auth.h"
 #include "connection_wire.h"
 #include "credit_frame.h"
@@ -137,7 +138,7 @@ struct Session {
   std::optional<v2::EnvelopeDecoder> decoder;      // the session dictionary's receiving half (§7)
   std::map<uint64_t, Transfer> transfers;          // incomplete, by seq (≤ max_transfers)
   uint32_t features = 0;  // enabled at its creation (§15): the HELLO's offer ∩ this server's
-  SessionCredit credit;  // §10.1: the actors its client holds back
+  SessionCredit credit;   // §10.1: the actors its client holds back
   // What the session's transfers progress lists (§8 rule 20, §9.5): every incomplete one.
   std::vector<v2::TransferProgress> progress() const {
     std::vector<v2::TransferProgress> out;
@@ -201,6 +202,20 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void set_unlink_path(std::string path) { unlink_path_ = std::move(path); }
   // R-SEC-1: the TLS context (tls_policy.h), before start; null: no TLS.
   void set_tls(std::shared_ptr<const TlsContext> tls) { tls_ctx_ = std::move(tls); }
+  // Any thread: hands the server a connection made outside it (serve_stream's `adopt`); closed
+  // when the server stopped.
+  void adopt(SinkLink link) {
+    boost::asio::post(io_.context(), [self = shared_from_this(), link = std::move(link)] {
+      Socket socket(self->io_.context());
+      boost::system::error_code ec;
+      socket.assign(boost::asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), link.fd, ec);
+      if (ec) {
+        ::close(link.fd);
+        return;
+      }
+      if (!self->stopped_) self->on_accepted(std::move(socket), link.sink);
+    });
+  }
   // Only before start(): afterwards the acceptor belongs to the I/O thread.
   Endpoint bound_endpoint(boost::system::error_code& ec) const {
     return acceptor_.local_endpoint(ec);
@@ -210,7 +225,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   friend class Connection;
 
   void accept();
-  void on_accepted(Socket socket);
+  // `sink`: where the connection's writes go instead of its socket (nats://, byte_sink.h).
+  void on_accepted(Socket socket, std::shared_ptr<ByteSink> sink = nullptr);
   // EMFILE/ENFILE: close what is pending through the reserved fd, then wait for a connection.
   void on_out_of_fds(const boost::system::error_code& ec);
   void arm_sweep();

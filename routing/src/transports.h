@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "byte_sink.h"
 #include "postal/routing/channel.h"
 #include "postal/routing/channel_client.h"
 #include "postal/routing/channel_server.h"
@@ -15,15 +16,17 @@ namespace postal::routing::internal {
 
 // `in_background`: connect on the I/O thread (ChannelClient::dial_async) instead of now.
 // `label`: how logs and errors name the channel; empty: `addr`.
-absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(IoThread& io, runtime::ChannelAddr addr,
-                                                           runtime::ReturnHandle& returns,
-                                                           ChannelOptions options,
-                                                           bool in_background,
-                                                           std::string label = {});
+// `dialer`: connections come from it, not from connecting to `addr` (nats://, byte_sink.h).
+absl::StatusOr<std::unique_ptr<ChannelClient>> dial_stream(
+    IoThread& io, runtime::ChannelAddr addr, runtime::ReturnHandle& returns, ChannelOptions options,
+    bool in_background, std::string label = {}, SinkDialer dialer = {});
+// `adopt` null: listens on `addr` (ipc, tcp). Otherwise nothing listens: `*adopt` is set to what
+// hands the server its connections (nats://, byte_sink.h).
 absl::StatusOr<std::unique_ptr<ChannelServer>> serve_stream(IoThread& io, runtime::ChannelAddr addr,
                                                             runtime::MailboxSender& deliver_to,
                                                             runtime::ReturnHandle& ret,
-                                                            ChannelOptions options);
+                                                            ChannelOptions options,
+                                                            SinkAdopter* adopt = nullptr);
 // nats:// (nats_channel.cc): the stream channel through a tunnel over NATS (nats_tunnel.h).
 absl::StatusOr<std::unique_ptr<ChannelClient>> dial_nats(IoThread& io, runtime::ChannelAddr addr,
                                                          runtime::ReturnHandle& returns,

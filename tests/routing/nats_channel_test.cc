@@ -2,6 +2,7 @@
 // order, retransmit after lost connections, returns (AckTimedOut, ChannelClosed, OversizedFrame)
 // exactly as over ipc and tcp, a payload larger than the server's max_payload, a dial to a
 // subject nobody serves, and nats-server itself killed -9 mid-traffic and restarted.
+#include <cerrno>
 #include <memory>
 #include <string>
 #include <thread>
@@ -188,6 +189,40 @@ TEST_F(NatsChannelTest, DialToASubjectNobodyServesFailsNamingTheAddress) {
   EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable) << c.status();
   EXPECT_NE(c.status().message().find(nobody.to_string()), std::string::npos) << c.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "no responders answers at once";
+}
+
+// R-FLOW-3: a background dial does not probe first and never blocks; its OPEN goes out with a
+// reply subject, which nats-server answers "no responders" at once, so what was posted returns
+// DialFailed long before the dial timeout.
+TEST_F(NatsChannelTest, R_FLOW_3_ABackgroundDialNobodyAnswersReturnsDialFailedAtOnce) {
+  ChannelOptions options;
+  options.dial_timeout = absl::Seconds(20);
+  const absl::Time start = absl::Now();
+  std::unique_ptr<ChannelClient> client =
+      must(ChannelClient::dial_async(io_, nats_addr("postal.test.nobody"), sending_, options));
+  post(*client, 7);
+  const auto [n, failure] = next_returned_n();
+  EXPECT_EQ(n, 7);
+  EXPECT_EQ(failure.transport, runtime::TransportReason::kDialFailed) << failure.to_string();
+  EXPECT_EQ(failure.os_errno, ECONNREFUSED) << failure.to_string();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the OPEN's no responders ends the dial";
+  EXPECT_TRUE(client->closed());
+}
+
+// The writer's sink takes at most the tunnel's window (4 MiB) unacked: 24 MiB in 1 KiB envelopes
+// arrive whole and in order, the window refilled by the reader's acks many times over.
+TEST_F(NatsChannelTest, R_CHAN_4_MoreThanTheTunnelWindowFlowsInOrder) {
+  auto server = serve(nats_addr());
+  auto client = dial(server->local_addr());
+  constexpr int kCount = 24 * 1024;
+  std::thread poster([&] {
+    for (int n = 0; n < kCount; ++n) post(*client, n, 1024);
+  });
+  expect_in_order(0, kCount);
+  poster.join();
+  expect_nothing_more();
+  wait_unacked(*client, 0);
+  expect_nothing_returned();
 }
 
 TEST_F(NatsChannelTest, DialToANatsServerThatIsNotThereIsUnavailable) {
