@@ -122,6 +122,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.close(ignored);
     sink_.reset();
     if (linger_) linger_->cancel();
+    if (ack_timer_) ack_timer_->cancel();
     if (session_ != nullptr && session_->owner == this) {
       session_->owner = nullptr;
       session_->orphaned = std::chrono::steady_clock::now();
@@ -166,8 +167,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     account_partial();
     if (closed_) return;  // the partial-frame bound closed this one
-    flush();              // one cumulative ACK per batch read (§8 rule 20)
+    ack_read();           // one cumulative ACK per batch read (§8 rule 20)
     read();
+  }
+
+  // The ACK of a batch read: at once, or — on a sink with nothing else to send — within
+  // kSinkAckDelay, covering every batch read meanwhile.
+  void ack_read() {
+    if (sink_ == nullptr || !out_.empty() || writing_ || !ack_pending_) return flush();
+    if (ack_timer_ == nullptr) {
+      ack_timer_ = std::make_unique<boost::asio::steady_timer>(core_->io_.context());
+    } else if (ack_timer_armed_) {
+      return;
+    }
+    ack_timer_armed_ = true;
+    ack_timer_->expires_after(kSinkAckDelay);
+    ack_timer_->async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      self->ack_timer_armed_ = false;
+      if (!ec && !self->closed_) self->flush();
+    });
   }
 
   // One frame; false when the connection ends (or stops reading).
@@ -773,6 +791,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool shutdown_after_write_ = false;
   bool closed_ = false;
   std::unique_ptr<boost::asio::steady_timer> linger_;
+  std::unique_ptr<boost::asio::steady_timer> ack_timer_;  // ack_read on a sink
+  bool ack_timer_armed_ = false;
   std::chrono::steady_clock::duration linger_for_ = kRejectLinger;  // after a REJECT or GOODBYE
   bool wrote_since_tick_ = false;  // a write started since the last heartbeat tick
   uint64_t pings_ = 0;             // the last PING's token

@@ -68,6 +68,11 @@ constexpr auto kRejectLinger = std::chrono::seconds(5);
 // stuck client, and `postal up` gives a child 3 s before SIGKILL). A client that hangs up
 // earlier ends the wait for its connection at once.
 constexpr auto kStopLinger = std::chrono::seconds(2);
+// A connection whose writes go to a sink (nats://, byte_sink.h) sends the ACK of what it read at
+// most this long after the read, not at once, unless other frames go out first: each ACK there
+// is a NATS message through the server and a wake-up on the client's side, and sent at once it
+// competes for the CPUs with the reply it came with (decisions.md, "nats:// channels").
+constexpr auto kSinkAckDelay = std::chrono::milliseconds(1);
 
 class Connection;
 
