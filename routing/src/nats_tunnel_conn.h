@@ -187,21 +187,17 @@ class Conn {
   // ByteSink::writev for the stream side (one writer at a time): DATA messages of at most
   // max_chunk_ bytes, as far as the window allows.
   ssize_t take(const iovec* iov, int count) {
-    size_t room = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopped_) {
-        errno = opened_ ? EPIPE : ECONNREFUSED;  // never opened: refused, or nobody serves it
-        return -1;
-      }
-      if (!opened_ || sent_ - acked_ >= window_) return 0;
-      room = window_ - (sent_ - acked_);
+    // Published under mu_: once cut, nothing more is (the tunnel closes NATS after cutting).
+    absl::MutexLock lock(&mu_);
+    if (stopped_) {
+      errno = opened_ ? EPIPE : ECONNREFUSED;  // never opened: refused, or nobody serves it
+      return -1;
     }
+    if (!opened_ || sent_ - acked_ >= window_) return 0;
+    const size_t room = window_ - (sent_ - acked_);
     std::string& out = out_buf();
     size_t taken = 0, off = 0;
     int i = 0;
-    // Published under mu_: once cut, nothing more is (the tunnel closes NATS after cutting).
-    absl::MutexLock lock(&mu_);
     while (taken < room && i < count) {
       const size_t chunk = std::min(max_chunk_, room - taken);
       out.assign(kHeader, '\0');
@@ -216,7 +212,6 @@ class Conn {
       }
       const size_t n = out.size() - kHeader;
       if (n == 0) break;
-      if (stopped_) break;
       put_u64(out.data() + 1, ++out_seq_);
       sent_ += n;
       if (natsConnection_Publish(nats_.nc(), peer_.c_str(), out.data(),

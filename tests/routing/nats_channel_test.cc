@@ -225,6 +225,21 @@ TEST_F(NatsChannelTest, R_CHAN_4_MoreThanTheTunnelWindowFlowsInOrder) {
   expect_nothing_returned();
 }
 
+// R-CHAN-1: on nats:// the server's ACK of a read waits up to 1 ms (kSinkAckDelay) for more to
+// cover; with nothing else ever to send (no heartbeats, no further posts) it still comes.
+TEST_F(NatsChannelTest, R_CHAN_1_ADelayedAckComesWithNothingElseToSend) {
+  ChannelOptions options;
+  options.heartbeat_interval = absl::ZeroDuration();  // no PING or PONG could carry it
+  auto server = serve(nats_addr(), options);
+  auto client = dial(server->local_addr(), options);
+  for (int round = 0; round < 3; ++round) {
+    post(*client, round);
+    expect_in_order(round, round + 1);
+    wait_unacked(*client, 0);
+  }
+  expect_nothing_returned();
+}
+
 TEST_F(NatsChannelTest, DialToANatsServerThatIsNotThereIsUnavailable) {
   const ChannelAddr addr = nats_addr();
   nats_->kill9();
