@@ -106,6 +106,10 @@ absl::StatusOr<std::unique_ptr<NatsConn>> NatsConn::connect(Options options) {
   // A tunnel publishes what one read of a socket gave (frames batched already): send it now
   // rather than wait for libnats' flusher, which costs a round trip milliseconds.
   if (s == NATS_OK) s = natsOptions_SetSendAsap(o, true);
+  // ...and never wait for ever when the server does not read (Options::write_deadline).
+  if (s == NATS_OK) {
+    s = natsOptions_SetWriteDeadline(o, absl::ToInt64Milliseconds(c->options_.write_deadline));
+  }
   const NatsCredentials& creds = c->options_.credentials;
   if (s == NATS_OK && !creds.token.empty()) s = natsOptions_SetToken(o, creds.token.c_str());
   if (s == NATS_OK && !creds.user.empty()) {

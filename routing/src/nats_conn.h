@@ -47,6 +47,9 @@ NatsCredentials nats_credentials(const routing::ChannelKey* key, std::string_vie
 // `_INBOX.<hex of user>`: where a user's inboxes live.
 std::string nats_inbox_prefix(std::string_view user);
 
+// NatsConn::Options::write_deadline's default.
+inline constexpr absl::Duration kNatsWriteDeadline = absl::Seconds(1);
+
 class NatsConn {
  public:
   struct Options {
@@ -57,6 +60,10 @@ class NatsConn {
     routing::NatsTls tls;
     // The connection was lost, or came back after a loss (libnats threads; must not block).
     std::function<void()> on_lost;
+    // How long one write to the server's socket may wait for room (a publish writes on the
+    // calling thread, SendAsap). Past it the publish fails and libnats reconnects: a server that
+    // stops reading holds a posting worker this long at most, never for ever.
+    absl::Duration write_deadline = kNatsWriteDeadline;
   };
   // Unavailable, naming the server and what to check, when none answers.
   static absl::StatusOr<std::unique_ptr<NatsConn>> connect(Options options);

@@ -152,8 +152,11 @@ void StreamClientCore::post(EnvelopePtr env, ReturnHandle& ret) {
                                                          std::string(payload.status().message())));
     }
     size = (*payload)->size();
-    // A payload that will travel in chunks is held as its bytes only (wire.md §9.10).
-    if (size > options_.chunk_bytes) env->data().keep_bytes_only();
+    // Held as its bytes only from here (wire.md §6.7): what a retransmission or a return needs,
+    // so an envelope kept until its ack does not hold its payload twice, and the typed value's
+    // memory is reused at once. A payload that will travel in chunks becomes one run for that
+    // (§9.10); a gathered one that will not keeps its value (flattening it would copy).
+    if (size > options_.chunk_bytes || !(*payload)->gathered()) env->data().keep_bytes_only();
   }
   // R-CHAN-3: a payload over max_message_bytes fails alone, now (§9.1); the exact sizes are
   // checked when it is encoded, against the server's limits.

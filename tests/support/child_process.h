@@ -50,6 +50,10 @@ class ChildProcess {
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+  // Sends `sig` (SIGSTOP, SIGCONT, …) while it runs.
+  void signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
   // Its exit status, or -1 when it did not exit within `deadline` (then it is killed).
   int wait_exit(std::chrono::milliseconds deadline) {
     const auto until = std::chrono::steady_clock::now() + deadline;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -56,6 +57,13 @@ class NatsServer {
     if (process_) process_->kill();
     process_.reset();
     ready_ = false;
+  }
+  // SIGSTOP / SIGCONT: a server that stops reading its sockets, then reads them again.
+  void pause() {
+    if (process_) process_->signal(SIGSTOP);
+  }
+  void resume() {
+    if (process_) process_->signal(SIGCONT);
   }
   // kill -9, then the same server again: same port, same store folder.
   bool restart() {
