@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -41,6 +42,25 @@ bool run(const std::string& command) {
   return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
 }
 
+// A set-up command: `command`, tried up to three times (the first `ip netns add` after boot
+// mounts /run/netns, and a module loading on first use can refuse once; neither is what the test
+// is about). An empty string when it succeeded, else what the last try printed.
+std::string setup(const std::string& command) {
+  std::string out;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    out.clear();
+    FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+    if (p == nullptr) return "popen failed: " + command;
+    char buf[256];
+    while (::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+    if (::pclose(p) == 0) return "";
+    // A try that failed after it made the thing (a namespace, a link, an address) leaves it.
+    if (attempt > 0 && out.find("File exists") != std::string::npos) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return absl::StrCat("`", command, "` failed 3 times: ", out.empty() ? "(no output)" : out);
+}
+
 size_t lines_with(const std::filesystem::path& log, std::string_view text) {
   size_t n = 0;
   for (const std::string& l : test_support::log_lines(log)) n += l.find(text) != std::string::npos;
@@ -59,18 +79,18 @@ class NatsNetnsTest : public ::testing::Test {
       GTEST_SKIP() << "cannot make a bridge with `ip link` here (no CAP_NET_ADMIN?)";
     }
     made_bridge_ = true;
-    ASSERT_TRUE(run(absl::StrCat("ip addr add ", subnet_, "254/24 dev ", bridge_)));
-    ASSERT_TRUE(run("ip link set " + bridge_ + " up"));
+    ASSERT_EQ(setup(absl::StrCat("ip addr add ", subnet_, "254/24 dev ", bridge_)), "");
+    ASSERT_EQ(setup("ip link set " + bridge_ + " up"), "");
     for (int i = 1; i <= 3; ++i) {
       const std::string ns = this->ns(i), veth = absl::StrCat("pv", tag_, "n", i);
-      ASSERT_TRUE(run("ip netns add " + ns)) << "ip netns add " << ns;
+      ASSERT_EQ(setup("ip netns add " + ns), "");
       namespaces_.push_back(ns);
-      ASSERT_TRUE(run(absl::StrCat("ip link add ", veth, " type veth peer name ", veth, "p")));
-      ASSERT_TRUE(run(absl::StrCat("ip link set ", veth, "p netns ", ns)));
-      ASSERT_TRUE(run(absl::StrCat("ip link set ", veth, " master ", bridge_, " up")));
-      ASSERT_TRUE(run(absl::StrCat("ip netns exec ", ns, " ip addr add ", ip(i), "/24 dev ", veth, "p")));
-      ASSERT_TRUE(run(absl::StrCat("ip netns exec ", ns, " ip link set ", veth, "p up")));
-      ASSERT_TRUE(run(absl::StrCat("ip netns exec ", ns, " ip link set lo up")));
+      ASSERT_EQ(setup(absl::StrCat("ip link add ", veth, " type veth peer name ", veth, "p")), "");
+      ASSERT_EQ(setup(absl::StrCat("ip link set ", veth, "p netns ", ns)), "");
+      ASSERT_EQ(setup(absl::StrCat("ip link set ", veth, " master ", bridge_, " up")), "");
+      ASSERT_EQ(setup(absl::StrCat("ip netns exec ", ns, " ip addr add ", ip(i), "/24 dev ", veth, "p")), "");
+      ASSERT_EQ(setup(absl::StrCat("ip netns exec ", ns, " ip link set ", veth, "p up")), "");
+      ASSERT_EQ(setup(absl::StrCat("ip netns exec ", ns, " ip link set lo up")), "");
     }
     for (int i = 1; i <= 3; ++i) start_node(i);
     // A full mesh: every node has routes to the two others.
