@@ -150,7 +150,7 @@ absl::StatusOr<uint32_t> EnvelopeEncoder::ref_actor(const ActorAddr& addr, std::
     break;
   }
   auto remember = [&](AddrRef r) {
-    Recent& slot = recent_[next_recent_++ & 1];
+    Recent& slot = recent_[next_recent_++ % kRecent];
     slot.addr = addr;
     slot.ref = r;
     slot.set = true;

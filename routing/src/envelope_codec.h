@@ -111,14 +111,15 @@ class EnvelopeEncoder {
     uint64_t defined;  // defined_[id] when cached
   };
   absl::flat_hash_map<runtime::ActorAddr, AddrRef> by_addr_;
-  // In front of by_addr_: the last two addresses looked up (a stream's sender and destination),
-  // compared instead of hashed.
+  // In front of by_addr_: the last four addresses looked up (a stream's sender and destination,
+  // and the next hop a gateway peeled off the destination), compared instead of hashed.
   struct Recent {
     runtime::ActorAddr addr;
     AddrRef ref{0, 0};
     bool set = false;
   };
-  Recent recent_[2];
+  static constexpr unsigned kRecent = 4;
+  Recent recent_[kRecent];
   unsigned next_recent_ = 0;
   std::vector<uint64_t> defined_;  // per id: bumped whenever the id is (re)defined or undone
   uint64_t definitions_ = 0;
