@@ -95,7 +95,7 @@
 
 namespace postal::routing::internal {
 
-// Helpers both halves of StreamClientCore use (stream_client.cc, stream_client_session.cc).
+// Helpers the parts of StreamClientCore use (stream_client*.cc).
 // The failure target of an envelope: its next hop.
 inline std::string target_of(const runtime::MessageEnvelope& env) {
   return env.next_hop().to_string();
