@@ -14,11 +14,15 @@ function(postal_add_library name)
   install(DIRECTORY include/ DESTINATION include)
 endfunction()
 
-# postal_add_test(NAME SOURCES... DEPS ...): one GoogleTest binary, registered with CTest.
+# postal_add_test(NAME SOURCES... DEPS ... [TIMEOUT seconds]): one GoogleTest binary, registered
+# with CTest; each of its tests may run TIMEOUT seconds (default 120).
 function(postal_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main postal_warnings)
   include(GoogleTest)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${ARG_TIMEOUT})
 endfunction()
