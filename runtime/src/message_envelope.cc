@@ -5,6 +5,11 @@
 
 namespace postal::runtime {
 
+// A local message's cost is mostly its envelope's cache lines (a backlog of a million is a
+// million envelopes): 224 bytes since the uids, headers, failures and Any's rare fields shrank
+// (304 before; docs/decisions.md, "A smaller envelope").
+static_assert(sizeof(MessageEnvelope) <= 224, "keep the envelope within 224 bytes");
+
 void* MessageEnvelope::operator new(size_t size) {
   return internal::envelope_alloc(size, sizeof(MessageEnvelope));
 }

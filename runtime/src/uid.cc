@@ -104,8 +104,8 @@ Uid Uid::random(std::optional<Label> label) {
 }
 
 std::string Uid::to_string() const {
-  if (singleton_) return *label_;
-  std::string out = label_ == nullptr ? std::string() : *label_;
+  if (is_singleton()) return *label_ptr();
+  std::string out = label_ptr() == nullptr ? std::string() : *label_ptr();
   out += '~';
   out += base58_encode(number_);
   return out;
@@ -144,13 +144,13 @@ absl::StatusOr<Uid> Uid::parse(std::string_view text) {
 namespace postal::runtime {
 namespace {
 // What identifies a uid's text exactly: equality ignores an instance's label, its text does not.
-using UidTextKey = std::tuple<std::uint64_t, const void*, bool>;
+using UidTextKey = std::pair<std::uint64_t, std::uintptr_t>;
 thread_local internal::Memo<UidTextKey, std::string> rendered_uids;
 thread_local internal::Memo<std::string, Uid> parsed_uids;
 }  // namespace
 
 std::string_view Uid::cereal_text() const {
-  const UidTextKey key{number_, label_, singleton_};
+  const UidTextKey key{number_, tagged_};
   if (const std::string* text = rendered_uids.find(key)) return *text;
   return rendered_uids.put(key, to_string());
 }

@@ -50,6 +50,25 @@ struct Counted {
   }
 };
 
+// Counts live instances: an Any owns exactly one value however it is moved, inline or on the heap.
+template <size_t Pad>
+struct Alive {
+  inline static int live = 0;
+  int v = 0;
+  char pad[Pad] = {};
+  Alive() { ++live; }
+  explicit Alive(int x) : v(x) { ++live; }
+  Alive(const Alive& o) : v(o.v) { ++live; }
+  Alive(Alive&& o) noexcept : v(o.v) { ++live; }
+  ~Alive() { --live; }
+  template <class A>
+  void serialize(A& a) {
+    a(v);
+  }
+};
+using InlineAlive = Alive<8>;   // fits the 48-byte inline buffer
+using HeapAlive = Alive<128>;   // does not
+
 // Arithmetic vectors go through the archives' binary path; empty ones have a null data().
 struct Numbers {
   std::vector<uint8_t> flags;
@@ -67,6 +86,8 @@ POSTAL_MESSAGE(Numbers, "test.Numbers");
 POSTAL_MESSAGE(Big, "test.Big");
 POSTAL_MESSAGE(Counted, "test.Counted");
 POSTAL_MESSAGE(LargeThenSmall, "test.LargeThenSmall");
+POSTAL_MESSAGE(InlineAlive, "test.InlineAlive");
+POSTAL_MESSAGE(HeapAlive, "test.HeapAlive");
 
 namespace postal::wire {
 namespace {
@@ -205,6 +226,34 @@ TEST(TypeRegistry, HashIsStableFnv1aOfTheName) {
   EXPECT_EQ(type_hash<Small>(), fnv1a64("test.Small"));
   EXPECT_EQ(TypeRegistry::global().name_of(type_hash<Small>()), "test.Small");
 }
+
+template <class T>
+void OwnsExactlyOneValue() {
+  ASSERT_EQ(T::live, 0);
+  {
+    Any a = Any::make(T(7));
+    EXPECT_EQ(T::live, 1);
+    Any b = std::move(a);
+    EXPECT_EQ(T::live, 1);
+    EXPECT_EQ(a.get<T>(), nullptr);
+    ASSERT_NE(b.get<T>(), nullptr);
+    EXPECT_EQ(b.get<T>()->v, 7);
+    Any c = Any::make(T(8));
+    c = std::move(b);  // c's own value is destroyed, b's moves in
+    EXPECT_EQ(T::live, 1);
+    EXPECT_EQ(c.get<T>()->v, 7);
+    ASSERT_TRUE(c.bytes().ok());
+    c.keep_bytes_only();  // the value goes, the bytes stay
+    EXPECT_EQ(T::live, 0);
+    absl::StatusOr<T> back = c.take<T>();
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->v, 7);
+  }
+  EXPECT_EQ(T::live, 0);
+}
+
+TEST(Any, AnInlineValueIsOwnedOnceThroughMovesAndResets) { OwnsExactlyOneValue<InlineAlive>(); }
+TEST(Any, AHeapValueIsOwnedOnceThroughMovesAndResets) { OwnsExactlyOneValue<HeapAlive>(); }
 
 }  // namespace
 }  // namespace postal::wire

@@ -50,5 +50,44 @@ TEST(Headers, RoundTripsThroughCereal) {
   EXPECT_EQ(*back, h);
 }
 
+// Headers allocate on the first `set` (an envelope without headers holds one null pointer), so
+// an empty set of headers must behave like any other: compare, copy, erase, round-trip.
+TEST(Headers, EmptyHeadersCompareCopyEraseAndRoundTrip) {
+  Headers empty;
+  EXPECT_TRUE(empty.empty());
+  EXPECT_EQ(empty.begin(), empty.end());
+  EXPECT_FALSE(empty.erase("topic"));
+  EXPECT_EQ(empty.erase_prefix("mbx-"), 0u);
+  EXPECT_EQ(empty, Headers{});
+  Headers copy = empty;
+  EXPECT_TRUE(copy.empty());
+  auto bytes = encode(empty);
+  ASSERT_TRUE(bytes.ok());
+  auto back = decode<Headers>(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->empty());
+  Headers one;
+  one.set(kTopic, std::string("t"));
+  EXPECT_NE(one, empty);
+  EXPECT_TRUE(one.erase("topic"));
+  EXPECT_EQ(one, empty);  // emptied, not null: still equal
+}
+
+TEST(Headers, ACopyIsIndependentOfItsSource) {
+  Headers a;
+  a.set(kAttempt, uint64_t{1});
+  Headers b = a;
+  b.set(kAttempt, uint64_t{2});
+  b.set(kTopic, std::string("t"));
+  EXPECT_EQ(a.get(kAttempt), 1u);
+  EXPECT_EQ(a.size(), 1u);
+  a = b;
+  b.erase_prefix("mbx-");
+  EXPECT_EQ(a.get(kAttempt), 2u);
+  EXPECT_EQ(a.size(), 2u);
+  Headers moved = std::move(a);
+  EXPECT_EQ(moved.get(kTopic), "t");
+}
+
 }  // namespace
 }  // namespace postal::wire

@@ -75,12 +75,18 @@ class MessageEnvelope : public QueueNode {
     held_bytes_ = n > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(n);
   }
 
-  const std::vector<DeliveryFailure>& delivery_failures() const { return failures_; }
+  const std::vector<DeliveryFailure>& delivery_failures() const {
+    static const std::vector<DeliveryFailure> none;
+    return failures_ ? *failures_ : none;
+  }
   // R-FAIL-2: the first failure recorded; policy reads this one.
   const DeliveryFailure* root_failure() const {
-    return failures_.empty() ? nullptr : &failures_.front();
+    return failures_ && !failures_->empty() ? &failures_->front() : nullptr;
   }
-  void add_failure(DeliveryFailure f) { failures_.push_back(std::move(f)); }
+  void add_failure(DeliveryFailure f) {
+    if (!failures_) failures_ = std::make_unique<std::vector<DeliveryFailure>>();
+    failures_->push_back(std::move(f));
+  }
 
   // R-FAIL-3: records `failure` first, then returns the envelope through `ret` (or drops it when
   // `return_undeliverable` is false). Never throws; a failing return is the handle's to count.
@@ -95,13 +101,17 @@ class MessageEnvelope : public QueueNode {
   void save(Archive& ar) const {
     std::optional<PortAddr> hop;
     if (next_hop_) hop = *next_hop_;
-    ar(sender_, dest_, hop, data_, headers_, ttl_, return_undeliverable_, failures_);
+    ar(sender_, dest_, hop, data_, headers_, ttl_, return_undeliverable_, delivery_failures());
   }
   template <class Archive>
   void load(Archive& ar) {
     std::optional<PortAddr> hop;
-    ar(sender_, dest_, hop, data_, headers_, ttl_, return_undeliverable_, failures_);
+    std::vector<DeliveryFailure> failures;
+    ar(sender_, dest_, hop, data_, headers_, ttl_, return_undeliverable_, failures);
     next_hop_ = hop ? std::make_unique<PortAddr>(*std::move(hop)) : nullptr;
+    failures_ = failures.empty()
+                    ? nullptr
+                    : std::make_unique<std::vector<DeliveryFailure>>(std::move(failures));
   }
 
  private:
@@ -115,7 +125,8 @@ class MessageEnvelope : public QueueNode {
   uint8_t ttl_ = kDefaultTtl;
   bool return_undeliverable_ = true;  // R-ENV-2
   uint32_t held_bytes_ = 0;           // R-FLOW-1, R-FLOW-2 (fits in the padding)
-  std::vector<DeliveryFailure> failures_;
+  // Out of line like the next hop: most envelopes never fail.
+  std::unique_ptr<std::vector<DeliveryFailure>> failures_;
 };
 
 // The message an undeliverable envelope comes back in (R-FAIL-3): docs/semantics.md's

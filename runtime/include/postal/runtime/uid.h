@@ -66,25 +66,25 @@ class Uid {
   // from std::random_device.
   static Uid random(std::optional<Label> label = {});
 
-  bool is_singleton() const { return singleton_; }
+  bool is_singleton() const { return (tagged_ & kSingletonBit) != 0; }
   // The instance number; 0 for a singleton.
   std::uint64_t number() const { return number_; }
   // The label: always set for a singleton, optional (display-only) for an instance.
   std::optional<Label> label() const {
-    if (label_ == nullptr) return std::nullopt;
-    return Label(label_);
+    if (label_ptr() == nullptr) return std::nullopt;
+    return Label(label_ptr());
   }
 
   std::string to_string() const;
   static absl::StatusOr<Uid> parse(std::string_view text);
 
   friend bool operator==(const Uid& a, const Uid& b) {
-    if (a.singleton_ != b.singleton_) return false;
-    return a.singleton_ ? a.label_ == b.label_ : a.number_ == b.number_;
+    if (a.is_singleton() != b.is_singleton()) return false;
+    return a.is_singleton() ? a.tagged_ == b.tagged_ : a.number_ == b.number_;
   }
   template <typename H>
   friend H AbslHashValue(H h, const Uid& uid) {
-    if (uid.singleton_) return H::combine(std::move(h), true, uid.label_);
+    if (uid.is_singleton()) return H::combine(std::move(h), true, uid.tagged_);
     return H::combine(std::move(h), false, uid.number_);
   }
   friend std::ostream& operator<<(std::ostream& os, const Uid& uid) {
@@ -109,14 +109,22 @@ class Uid {
 
  private:
   Uid(std::uint64_t number, const std::string* label, bool singleton)
-      : number_(number), label_(label), singleton_(singleton) {}
+      : number_(number),
+        tagged_(reinterpret_cast<std::uintptr_t>(label) | (singleton ? kSingletonBit : 0)) {}
+
+  // The interned label's pointer, whose low bit (always clear: interned strings are at least
+  // 8-aligned) says singleton. Two words, not three: every address holds two or three uids.
+  static constexpr std::uintptr_t kSingletonBit = 1;
+  const std::string* label_ptr() const {
+    return reinterpret_cast<const std::string*>(tagged_ & ~kSingletonBit);
+  }
 
   std::uint64_t number_ = 0;
-  const std::string* label_ = nullptr;  // An interned label (see label.h), or null.
-  bool singleton_ = false;
+  std::uintptr_t tagged_ = 0;  // An interned label (see label.h) or null, plus kSingletonBit.
 };
 
-static_assert(sizeof(Uid) <= 24, "R-ADDR-2: a Uid stays small");
+static_assert(sizeof(Uid) == 16, "R-ADDR-2: a Uid stays small (two words)");
+static_assert(alignof(std::string) > 1, "the singleton bit needs an aligned label");
 
 }  // namespace postal::runtime
 

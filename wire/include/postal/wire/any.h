@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -80,11 +81,14 @@ class Any {
   static Any from_stream(uint64_t hash, std::shared_ptr<ByteStream> stream) {
     Any a;
     a.hash_ = hash;
-    a.stream_ = std::move(stream);
+    if (stream) a.stream_ = std::make_unique<std::shared_ptr<ByteStream>>(std::move(stream));
     return a;
   }
   // The arriving bytes of a `from_stream` Any; null for the other forms.
-  const std::shared_ptr<ByteStream>& stream() const { return stream_; }
+  const std::shared_ptr<ByteStream>& stream() const {
+    static const std::shared_ptr<ByteStream> none;
+    return stream_ ? *stream_ : none;
+  }
 
   uint64_t type_hash() const { return hash_; }
   // R-FLOW-1: the payload's size as known without serializing: its bytes when it has them
@@ -92,7 +96,7 @@ class Any {
   // what it owns on the heap); 0 when empty.
   size_t known_size() const {
     if (bytes_) return bytes_->size();
-    if (stream_) return static_cast<size_t>(stream_->size());
+    if (stream_) return static_cast<size_t>((*stream_)->size());
     return ops_ != nullptr ? ops_->size : 0;
   }
   bool empty() const { return hash_ == 0 && !bytes_ && !stream_; }
@@ -195,10 +199,11 @@ class Any {
   }
 
   struct Ops {
-    void (*destroy)(void*, bool heap);
+    void (*destroy)(void*);
     void (*move)(void* from, void* to);  // inline only
     absl::StatusOr<PayloadBytes> (*encode)(const void*);
     size_t size;  // sizeof the value (R-FLOW-1's byte accounting)
+    bool heap;    // the value lives on the heap, its pointer in `storage_` (a property of T)
   };
 
   template <class T>
@@ -210,11 +215,11 @@ class Any {
   template <class T>
   static const Ops* ops_for() {
     static constexpr Ops ops{
-        [](void* p, bool heap) {
-          if (heap) {
-            delete static_cast<T*>(p);
-          } else {
+        [](void* p) {
+          if constexpr (fits_inline<T>()) {
             static_cast<T*>(p)->~T();
+          } else {
+            delete static_cast<T*>(p);
           }
         },
         [](void* from, void* to) {
@@ -225,6 +230,7 @@ class Any {
           return wire::encode_gathered(*static_cast<const T*>(p), wire::type_name<T>());
         },
         sizeof(T),
+        !fits_inline<T>(),
     };
     return &ops;
   }
@@ -235,20 +241,24 @@ class Any {
     reset_value();
     if constexpr (fits_inline<U>()) {
       ::new (static_cast<void*>(storage_)) U(std::forward<T>(value));
-      heap_ = nullptr;
     } else {
-      heap_ = new U(std::forward<T>(value));
+      set_heap(new U(std::forward<T>(value)));
     }
     hash_ = wire::type_hash<U>();
     ops_ = ops_for<U>();
   }
 
-  void* ptr() { return heap_ != nullptr ? heap_ : static_cast<void*>(storage_); }
+  void* heap() const {
+    void* p;
+    std::memcpy(&p, storage_, sizeof p);
+    return p;
+  }
+  void set_heap(void* p) { std::memcpy(storage_, &p, sizeof p); }
+  void* ptr() { return ops_->heap ? heap() : static_cast<void*>(storage_); }
 
   void reset_value() {
-    if (ops_ != nullptr) ops_->destroy(ptr(), heap_ != nullptr);
+    if (ops_ != nullptr) ops_->destroy(ptr());
     ops_ = nullptr;
-    heap_ = nullptr;
   }
   void reset() {
     reset_value();
@@ -262,23 +272,25 @@ class Any {
     bytes_ = std::move(other.bytes_);
     stream_ = std::move(other.stream_);
     if (ops_ != nullptr) {
-      if (other.heap_ != nullptr) {
-        heap_ = other.heap_;
+      if (ops_->heap) {
+        set_heap(other.heap());
       } else {
         ops_->move(other.storage_, storage_);
       }
     }
     other.ops_ = nullptr;
-    other.heap_ = nullptr;
     other.hash_ = 0;
   }
 
+  // Five words plus the inline value: an Any is in every envelope. A heap value's pointer lives
+  // in `storage_`; the rare stream form is one pointer more.
   uint64_t hash_ = 0;
   const Ops* ops_ = nullptr;
-  void* heap_ = nullptr;
   std::unique_ptr<PayloadBytes> bytes_;
-  std::shared_ptr<ByteStream> stream_;
+  std::unique_ptr<std::shared_ptr<ByteStream>> stream_;
   alignas(std::max_align_t) std::byte storage_[kInline];
 };
+
+static_assert(sizeof(Any) <= 80, "an Any is five words plus its inline value (every envelope has one)");
 
 }  // namespace postal::wire
