@@ -362,8 +362,18 @@ void ActorCell::terminate(ActorState final_state, std::string error) {
   while (mailbox_->admitting()) std::this_thread::yield();
   return_queued();
   wake_blocked_senders();  // R-FLOW-1: they see the actor ended and fail (R-ACT-6)
-  // `scheduled_` stays true: a stray wake() can never schedule this cell again.
+  // `scheduled_` stays true: a stray wake() can never schedule this cell again. An earlier
+  // slice's release() may still be in its tail on another worker (it let this slice be
+  // scheduled); it is a few stores and at most a schedule: wait for it, so the cell is
+  // finished() below and the mailbox can let it go.
+  while (releasing_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  // Held across the last write, after which a reaper may free the mailbox (and this cell).
+  const std::shared_ptr<runtime::Mailbox> mailbox = weak_mailbox_.lock();
   finished_.store(true, std::memory_order_release);  // the last write: the cell may be freed
+  // R-ACT-7: the tombstone keeps the mailbox alone; this cell goes now, while its lines are in
+  // this core's cache, unless a handle still holds it (then it goes with the last handle). From
+  // here on `this` may be gone: only locals are touched.
+  if (mailbox != nullptr) mailbox->release_finished_sink();
 }
 
 void ActorCell::abandon() {

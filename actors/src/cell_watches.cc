@@ -24,6 +24,17 @@ std::shared_ptr<ActorCell> local_cell(runtime::Proc& proc, const runtime::ActorA
   return std::dynamic_pointer_cast<ActorCell>(mailbox->handler_sink_owner());
 }
 
+// What a watch of an actor that is not running reports: how its tombstone ended (the cell is
+// gone, R-ACT-7) or, with no tombstone, that there is no such actor (never existed, or reaped).
+ActorStatus ended_status(const runtime::Mailbox* tombstone) {
+  if (tombstone == nullptr || !tombstone->sink_released()) {
+    return ActorStatus{ActorState::kStopped, "no such actor"};
+  }
+  const bool failed = tombstone->state() == runtime::MailboxState::kFailed;
+  return ActorStatus{failed ? ActorState::kFailed : ActorState::kStopped,
+                     tombstone->closed_why()};
+}
+
 bool erase_addr(std::vector<runtime::ActorAddr>& v, const runtime::ActorAddr& a) {
   auto it =
       std::find_if(v.begin(), v.end(), [&](const runtime::ActorAddr& x) { return x.id == a.id; });
@@ -54,11 +65,11 @@ absl::Status ActorCell::watch(const runtime::ActorAddr& who) {
   std::shared_ptr<runtime::Mailbox> mailbox = proc_.lookup(who.id);
   std::shared_ptr<ActorCell> target =
       mailbox ? std::dynamic_pointer_cast<ActorCell>(mailbox->handler_sink_owner()) : nullptr;
-  if (mailbox && !target) {
+  if (mailbox && !target && !mailbox->sink_released()) {
     return absl::InvalidArgumentError(absl::StrCat(who.to_string(), " is a client, not an actor"));
   }
   watching_.push_back(who);
-  ActorStatus ended{ActorState::kStopped, "no such actor"};  // never existed, or reaped
+  ActorStatus ended = ended_status(mailbox.get());
   if (target && target->add_watcher(addr_, &ended)) return absl::OkStatus();
   send_down(addr_, Down{who, ended.reason, ended.state == ActorState::kFailed});  // at once
   return absl::OkStatus();
@@ -154,8 +165,9 @@ void serve_remote_watch(runtime::Proc& proc, const WatchRequest& request) {
     if (target) target->remove_watcher(request.watcher);
     return;
   }
-  ActorStatus ended{ActorState::kStopped,
-                    mailbox && !target ? "a client, not an actor" : "no such actor"};
+  ActorStatus ended = mailbox && !target && !mailbox->sink_released()
+                          ? ActorStatus{ActorState::kStopped, "a client, not an actor"}
+                          : ended_status(mailbox.get());
   Down down{request.target, ended.reason, ended.state == ActorState::kFailed};
   if (target && target->watcher_count() >= kMaxRemoteWatches) {  // input from the network
     down = Down{request.target, absl::StrCat("it has ", kMaxRemoteWatches, " watchers already"),

@@ -90,14 +90,15 @@ bool Mailbox::begin_stopping(std::string_view why) {
 }
 
 void Mailbox::close(MailboxState final_state, std::string_view why) {
+  const absl::Time closed = proc_.now();
   {
     absl::MutexLock lock(&why_mu_);
     closed_why_ = std::string(why);
-    closed_at_ = proc_.now();
+    closed_at_ = closed;
   }
   set_state(final_state);
   detach_handler_sink();
-  proc_.tombstoned(*this);  // R-ACT-7: reaped after the proc's grace period
+  proc_.tombstoned(*this, closed);  // R-ACT-7: reaped after the proc's grace period
 }
 
 std::optional<absl::Time> Mailbox::closed_at() const {
@@ -108,7 +109,37 @@ std::optional<absl::Time> Mailbox::closed_at() const {
 bool Mailbox::reapable() const {
   const MailboxState s = state();
   if (s != MailboxState::kStopped && s != MailboxState::kFailed) return false;
+  absl::MutexLock lock(&why_mu_);
   return sink_owner_ == nullptr || sink_owner_->finished();
+}
+
+std::shared_ptr<PortSink> Mailbox::handler_sink_owner() const {
+  absl::MutexLock lock(&why_mu_);
+  return sink_owner_;
+}
+
+bool Mailbox::release_finished_sink() {
+  const MailboxState s = state();
+  if (s != MailboxState::kStopped && s != MailboxState::kFailed) return false;
+  std::shared_ptr<PortSink> gone;  // freed after the lock: a sink's destructor may call back
+  {
+    absl::MutexLock lock(&why_mu_);
+    if (sink_owner_ == nullptr || !sink_owner_->finished()) return false;
+    gone = std::move(sink_owner_);
+    sink_owner_ = nullptr;
+    sink_released_ = true;
+  }
+  return true;
+}
+
+bool Mailbox::sink_released() const {
+  absl::MutexLock lock(&why_mu_);
+  return sink_released_;
+}
+
+std::string Mailbox::closed_why() const {
+  absl::MutexLock lock(&why_mu_);
+  return closed_why_;
 }
 
 std::string Mailbox::closed_detail() const {
@@ -254,8 +285,8 @@ void Mailbox::deliver_handler(EnvelopePtr env, ReturnHandle& ret) {
     if (admission.may_wait && env->return_undeliverable() && may_block_here(proc_.scheduler())) {
       if (!deadline) deadline = absl::Now() + admission.wait;
       // Keeps the sink alive while waiting, whatever happens to the mailbox's owner.
-      std::shared_ptr<PortSink> keep = sink_owner_;
-      if (absl::Now() < *deadline && keep->wait_for_room(*deadline)) continue;
+      std::shared_ptr<PortSink> keep = handler_sink_owner();
+      if (keep != nullptr && absl::Now() < *deadline && keep->wait_for_room(*deadline)) continue;
     }
     proc_.counters().add(Counter::kOverloaded);
     fail(std::move(env), std::move(admission.full), ret);

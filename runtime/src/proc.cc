@@ -61,23 +61,26 @@ Proc::~Proc() {
   scheduler_.stop();
   // Destroying a mailbox can close others (an actor that owns a Client closes its mailbox), which
   // calls back into this proc (tombstoned, sends): empty the muxer while every member is alive
-  // and destroy its mailboxes outside the lock, not inside the members' own destructors.
-  absl::flat_hash_map<Uid, std::shared_ptr<Mailbox>> muxer;
+  // and destroy its mailboxes outside the locks, not inside the members' own destructors.
+  std::vector<std::shared_ptr<Mailbox>> members;
   std::vector<std::shared_ptr<Mailbox>> graveyard;
   {
-    absl::MutexLock lock(&muxer_mu_);
-    muxer.swap(muxer_);
+    absl::MutexLock lock(&tomb_mu_);
     graveyard.swap(graveyard_);
     tombstones_.clear();
+  }
+  for (MuxerShard& s : shards_) {
+    absl::flat_hash_map<Uid, std::shared_ptr<Mailbox>> map;
+    {
+      absl::MutexLock lock(&s.mu);
+      map.swap(s.map);
+    }
+    for (auto& [uid, mailbox] : map) members.push_back(std::move(mailbox));
   }
   // In address order: a proc that spawned many actors (150,000 tombstones after Savina's
   // Fibonacci) is torn down by walking cold memory, and the hash map's order is random; the
   // allocator handed the mailboxes out in runs of adjacent blocks, which the hardware prefetcher
   // follows when they are visited in that order.
-  std::vector<std::shared_ptr<Mailbox>> members;
-  members.reserve(muxer.size());
-  for (auto& [uid, mailbox] : muxer) members.push_back(std::move(mailbox));
-  muxer.clear();
   std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) {
     return std::less<const Mailbox*>()(a.get(), b.get());
   });
@@ -88,8 +91,14 @@ Proc::~Proc() {
   }
   members.clear();
   graveyard.clear();
-  absl::MutexLock lock(&muxer_mu_);
+  absl::MutexLock lock(&tomb_mu_);
   tombstones_.clear();  // anything a destroyed mailbox recorded while closing
+}
+
+Proc::MuxerShard& Proc::shard(const Uid& uid) const {
+  static_assert(kMuxerShards == 16, "shard() takes the hash's top four bits");
+  // The top bits: the shard's own table places entries by the low ones.
+  return shards_[absl::Hash<Uid>{}(uid) >> (64 - 4)];
 }
 
 void Proc::set_forwarder(MailboxSender* forwarder) {
@@ -102,14 +111,24 @@ absl::Status Proc::attach(std::shared_ptr<Mailbox> mailbox) {
     return absl::InvalidArgumentError(absl::StrCat("mailbox of ", id.to_string(),
                                                    " cannot attach to proc ", id_.to_string()));
   }
-  std::vector<std::shared_ptr<Mailbox>> to_free;  // freed after the lock is released
-  absl::MutexLock lock(&muxer_mu_);
-  sweep(to_free);  // R-ACT-7: every spawn reaps what has outlived its grace
-  auto [it, inserted] = muxer_.try_emplace(id.uid, std::move(mailbox));
+  std::vector<std::shared_ptr<Mailbox>> to_free;  // freed after the locks are released
+  // R-ACT-7: every spawn reaps what has outlived its grace (the clock is read only while a
+  // tombstone waits, the lock taken only when one is due or a reaped actor was still ending).
+  const int64_t due = next_due_ns_.load(std::memory_order_acquire);
+  if (graveyard_nonempty_.load(std::memory_order_acquire) ||
+      (due != INT64_MAX && absl::ToUnixNanos(now()) >= due)) {
+    absl::MutexLock lock(&tomb_mu_);
+    sweep(to_free);
+  }
+  Mailbox* raw = mailbox.get();
+  MuxerShard& s = shard(id.uid);
+  absl::MutexLock lock(&s.mu);
+  auto [it, inserted] = s.map.try_emplace(id.uid, std::move(mailbox));
   if (!inserted) {
     return absl::AlreadyExistsError(
         absl::StrCat("actor ", id.to_string(), " already exists on this proc; choose another name"));
   }
+  raw->attached_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -124,14 +143,15 @@ std::shared_ptr<Mailbox> Proc::lookup(const ActorId& id) const {
   if (!(id.proc == id_)) return nullptr;
   std::shared_ptr<Mailbox> found;
   {
-    absl::ReaderMutexLock lock(&muxer_mu_);
-    auto it = muxer_.find(id.uid);
-    if (it == muxer_.end()) return nullptr;
+    MuxerShard& s = shard(id.uid);
+    absl::ReaderMutexLock lock(&s.mu);
+    auto it = s.map.find(id.uid);
+    if (it == s.map.end()) return nullptr;
     found = it->second;
   }
   // R-ACT-7: a tombstone past its grace is gone, whether or not a sweep removed it yet.
-  const MailboxState s = found->state();
-  if ((s == MailboxState::kStopped || s == MailboxState::kFailed) && expired(*found)) {
+  const MailboxState st = found->state();
+  if ((st == MailboxState::kStopped || st == MailboxState::kFailed) && expired(*found)) {
     return nullptr;
   }
   return found;
@@ -143,14 +163,19 @@ bool Proc::expired(const Mailbox& mailbox) const {
   return closed && now() >= *closed + tombstone_grace_;
 }
 
-void Proc::tombstoned(const Mailbox& mailbox) {
+void Proc::tombstoned(const Mailbox& mailbox, absl::Time closed) {
   if (tombstone_grace_ == absl::InfiniteDuration()) return;  // kept for the proc's life
-  std::optional<absl::Time> closed = mailbox.closed_at();
-  if (!closed) return;
-  absl::MutexLock lock(&muxer_mu_);
-  auto it = muxer_.find(mailbox.owner().id.uid);
-  if (it == muxer_.end() || it->second.get() != &mailbox) return;  // not attached here
-  tombstones_.push_back(Tombstone{*closed + tombstone_grace_, it->first, &mailbox});
+  // Only the mailbox in the muxer under its uid: one refused by `attach` never got the flag.
+  if (!mailbox.attached_.load(std::memory_order_acquire)) return;
+  absl::MutexLock lock(&tomb_mu_);
+  tombstones_.push_back(Tombstone{closed + tombstone_grace_, mailbox.owner().id.uid, &mailbox});
+  if (tombstones_.size() == 1) publish_due();
+}
+
+void Proc::publish_due() {
+  next_due_ns_.store(tombstones_.empty() ? INT64_MAX : absl::ToUnixNanos(tombstones_.front().due),
+                     std::memory_order_release);
+  graveyard_nonempty_.store(!graveyard_.empty(), std::memory_order_release);
 }
 
 size_t Proc::sweep(std::vector<std::shared_ptr<Mailbox>>& to_free) {
@@ -161,10 +186,12 @@ size_t Proc::sweep(std::vector<std::shared_ptr<Mailbox>>& to_free) {
     while (!tombstones_.empty() && tombstones_.front().due <= t) {
       Tombstone stone = tombstones_.front();
       tombstones_.pop_front();
-      auto it = muxer_.find(stone.uid);
-      if (it == muxer_.end() || it->second.get() != stone.mailbox) continue;
+      MuxerShard& s = shard(stone.uid);
+      absl::MutexLock lock(&s.mu);
+      auto it = s.map.find(stone.uid);
+      if (it == s.map.end() || it->second.get() != stone.mailbox) continue;
       graveyard_.push_back(std::move(it->second));
-      muxer_.erase(it);
+      s.map.erase(it);
       ++removed;
     }
   }
@@ -173,26 +200,30 @@ size_t Proc::sweep(std::vector<std::shared_ptr<Mailbox>>& to_free) {
     if (m->reapable()) to_free.push_back(std::move(m));
   }
   std::erase(graveyard_, nullptr);
+  publish_due();
   return removed;
 }
 
 size_t Proc::reap_tombstones() {
   std::vector<std::shared_ptr<Mailbox>> to_free;
-  absl::MutexLock lock(&muxer_mu_);
+  absl::MutexLock lock(&tomb_mu_);
   return sweep(to_free);
 }
 
 size_t Proc::mailbox_count() const {
-  absl::ReaderMutexLock lock(&muxer_mu_);
-  return muxer_.size();
+  size_t n = 0;
+  for (const MuxerShard& s : shards_) {
+    absl::ReaderMutexLock lock(&s.mu);
+    n += s.map.size();
+  }
+  return n;
 }
 
 void Proc::for_each_mailbox(const std::function<void(const Mailbox&)>& fn) const {
   std::vector<std::shared_ptr<Mailbox>> snapshot;
-  {
-    absl::ReaderMutexLock lock(&muxer_mu_);
-    snapshot.reserve(muxer_.size());
-    for (const auto& [uid, mailbox] : muxer_) snapshot.push_back(mailbox);
+  for (const MuxerShard& s : shards_) {
+    absl::ReaderMutexLock lock(&s.mu);
+    for (const auto& [uid, mailbox] : s.map) snapshot.push_back(mailbox);
   }
   for (const auto& mailbox : snapshot) fn(*mailbox);
 }

@@ -1,5 +1,6 @@
 // Actor behaviour: lifecycle, one-at-a-time handling, supervision, tombstones, draining stop,
 // the undeliverable policy and request/reply (R-ACT-1…5, R-FAIL-5).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -62,6 +63,14 @@ struct SpawnChildren {
     a(count, done);
   }
 };
+struct WatchBoth {  // R-SUP-2: watch these two
+  postal::runtime::ActorAddr first;
+  postal::runtime::ActorAddr second;
+  template <class A>
+  void serialize(A& a) {
+    a(first, second);
+  }
+};
 
 }  // namespace
 
@@ -72,6 +81,7 @@ POSTAL_MESSAGE(Ask, "test.actors.Ask");
 POSTAL_MESSAGE(Forward, "test.actors.Forward");
 POSTAL_MESSAGE(SendTo, "test.actors.SendTo");
 POSTAL_MESSAGE(SpawnChildren, "test.actors.SpawnChildren");
+POSTAL_MESSAGE(WatchBoth, "test.actors.WatchBoth");
 
 namespace postal::actors {
 namespace {
@@ -525,6 +535,20 @@ struct Brief : Actor, Handles<Note, Boom> {
   absl::Status handle(Context&, Boom) override { return absl::InternalError("brief boom"); }
 };
 
+// Watches the actors it is told to and records their Downs.
+struct DownRecorder : Actor, Handles<WatchBoth> {
+  std::vector<Down>* downs;
+  explicit DownRecorder(std::vector<Down>* d) : downs(d) {}
+  absl::Status handle(Context& cx, WatchBoth w) override {
+    if (absl::Status s = cx.watch(w.first); !s.ok()) return s;
+    return cx.watch(w.second);
+  }
+  absl::Status on_down(Context&, const Down& d) override {
+    downs->push_back(d);
+    return absl::OkStatus();
+  }
+};
+
 // A deterministic proc whose clock the test moves, with the given tombstone grace.
 struct ClockedFixture : test_support::VirtualTimeProc {
   explicit ClockedFixture(absl::Duration grace) : VirtualTimeProc(options(grace)) {}
@@ -593,6 +617,79 @@ TEST(Actor, R_ACT_7_ZeroGraceReapsAtOnceAndAnInfiniteOneNever) {
     a.ref().send(*c.pc.client, Note{1});
     EXPECT_EQ(root_of_next_return(*c.pc.client).invalid, InvalidReason::kActorStopped);
   }
+}
+
+// A tombstone is the mailbox alone: once the actor ended and no handle holds its cell, the cell
+// (its queues, its state) is freed at once, not with the tombstone. The tombstone still refuses
+// sends with the actor's end, and a watch of it still reports how the actor ended.
+TEST(Actor, R_ACT_7_ATombstoneLetsGoOfTheEndedActorsCell) {
+  ClockedFixture c(absl::Minutes(1));
+  test_support::ProcWithClient& f = c.pc;
+  std::atomic<int> started{0};
+  ActorRef<Brief> stopped_ref;
+  ActorRef<Brief> failed_ref;
+  std::weak_ptr<runtime::PortSink> stopped_cell;
+  std::weak_ptr<runtime::PortSink> failed_cell;
+  {
+    auto stopped = *spawn<Brief>(f.proc, "stopped", &started);
+    auto failed = *spawn<Brief>(f.proc, "failed", &started);
+    stopped_ref = stopped.ref();
+    failed_ref = failed.ref();
+    stopped_cell = f.proc.lookup(stopped.addr().id)->handler_sink_owner();
+    failed_cell = f.proc.lookup(failed.addr().id)->handler_sink_owner();
+    stopped.stop("done here");
+    failed.ref().send(*f.client, Boom{});
+    f.proc.scheduler().run_until_idle();
+    EXPECT_FALSE(stopped_cell.expired()) << "a handle still holds the cell";
+  }
+  EXPECT_TRUE(stopped_cell.expired()) << "the tombstone must not keep the stopped actor's cell";
+  EXPECT_TRUE(failed_cell.expired()) << "nor the failed one's";
+  std::shared_ptr<runtime::Mailbox> tombstone = f.proc.lookup(stopped_ref.addr().id);
+  ASSERT_NE(tombstone, nullptr) << "the tombstone stays for its grace";
+  EXPECT_TRUE(tombstone->sink_released());
+  EXPECT_EQ(f.proc.mailbox_count(), 3u);
+
+  stopped_ref.send(*f.client, Note{1});
+  const runtime::DeliveryFailure& s = root_of_next_return(*f.client);
+  EXPECT_EQ(s.invalid, InvalidReason::kActorStopped);
+  EXPECT_NE(s.detail.find("done here"), std::string::npos) << s.detail;
+  failed_ref.send(*f.client, Note{2});
+  const runtime::DeliveryFailure& x = root_of_next_return(*f.client);
+  EXPECT_EQ(x.invalid, InvalidReason::kActorFailed);
+  EXPECT_NE(x.detail.find("brief boom"), std::string::npos) << x.detail;
+
+  // R-SUP-2: a watch of the ended actors still says how each ended.
+  std::vector<Down> downs;
+  auto watcher = *spawn<DownRecorder>(f.proc, "watcher", &downs);
+  watcher.ref().send(*f.client, WatchBoth{stopped_ref.addr(), failed_ref.addr()});
+  f.proc.scheduler().run_until_idle();
+  ASSERT_EQ(downs.size(), 2u);
+  EXPECT_EQ(downs[0].reason, "done here");
+  EXPECT_FALSE(downs[0].failed);
+  EXPECT_TRUE(downs[1].failed);
+  EXPECT_NE(downs[1].reason.find("brief boom"), std::string::npos) << downs[1].reason;
+}
+
+// The same on worker threads: an actor that stops itself while others send to it.
+TEST(Actor, R_ACT_7_CellsOfActorsEndingOnWorkersAreFreedAsTheyEnd) {
+  Fixture f(ProcOptions::threads(2));
+  std::atomic<int> started{0};
+  std::vector<std::weak_ptr<runtime::PortSink>> cells;
+  for (int i = 0; i < 200; ++i) {
+    auto a = *spawn<Brief>(f.proc, "ender-" + std::to_string(i), &started);
+    cells.push_back(f.proc.lookup(a.addr().id)->handler_sink_owner());
+    a.ref().send(*f.client, Note{i});
+    if (i % 3 == 0) a.ref().send(*f.client, Boom{});
+    a.stop();
+    ASSERT_TRUE(a.wait(kDeadline).ok());
+  }
+  // The last one may still be in the tail of its last slice.
+  EXPECT_TRUE(test_support::wait_for(
+      [&] {
+        return std::all_of(cells.begin(), cells.end(), [](const auto& c) { return c.expired(); });
+      },
+      kDeadline))
+      << "a cell outlived its actor and its handle";
 }
 
 // Memory of a proc that churns actors stays flat: the muxer holds the live actors plus the

@@ -103,14 +103,28 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   // Detaches the handler sink: handler ports then fail as ActorStopped.
   void detach_handler_sink();
   // What the handler sink (the actor) reports about itself.
-  SinkInfo sink_info() const { return sink_owner_ ? sink_owner_->info() : SinkInfo{}; }
-  // The handler sink, set at construction for the mailbox's life (an actor's cell; null for a
-  // client). The actors layer reaches a local actor's cell through it (R-SUP-2 watches).
-  const std::shared_ptr<PortSink>& handler_sink_owner() const { return sink_owner_; }
+  SinkInfo sink_info() const {
+    std::shared_ptr<PortSink> sink = handler_sink_owner();
+    return sink ? sink->info() : SinkInfo{};
+  }
+  // The handler sink, set at construction (an actor's cell; a client's queue, or null), and
+  // null once released (below). The actors layer reaches a local actor's cell through it
+  // (R-SUP-2 watches).
+  std::shared_ptr<PortSink> handler_sink_owner() const;
+  // R-ACT-7: the tombstone lets go of its handler sink once the mailbox is closed and the sink
+  // is finished (a sink says so only after it waited out the deliveries admitted before the
+  // close, which hold its raw pointer), so a stopped actor's cell is freed as it ends (unless a
+  // handle still holds it) and the tombstone is the mailbox alone. False when it is too early.
+  bool release_finished_sink();
+  // Whether release_finished_sink() let the sink go; with `closed_why()` (the stop reason or
+  // the actor's error, as given to close) what a watch of the ended actor reports (R-SUP-2).
+  bool sink_released() const;
+  std::string closed_why() const;
 
   void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
 
  private:
+  friend class Proc;  // sets attached_
   struct EphemeralPort {
     uint64_t type_hash;
     DecodeFn decode;
@@ -132,12 +146,15 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   Proc& proc_;
   ActorAddr owner_;
   const HandlerTable* handlers_;
-  std::shared_ptr<PortSink> sink_owner_;
+  std::shared_ptr<PortSink> sink_owner_ ABSL_GUARDED_BY(why_mu_);
   std::atomic<PortSink*> handler_sink_;
   std::atomic<MailboxState> state_{MailboxState::kOpen};
+  std::atomic<bool> attached_{false};  // R-ACT-7: in its proc's muxer (set by Proc::attach)
   std::atomic<uint32_t> admitting_{0};  // handler deliveries in flight (R-ACT-5)
-  // R-ACT-6: why the mailbox stopped / is stopping. Read only on the failure path.
+  // R-ACT-6: why the mailbox stopped / is stopping. Read only on the failure path. Also guards
+  // `sink_owner_` and `sink_released_` (R-ACT-7), which the delivery path does not read.
   mutable absl::Mutex why_mu_;
+  bool sink_released_ ABSL_GUARDED_BY(why_mu_) = false;
   std::string stopping_why_ ABSL_GUARDED_BY(why_mu_);
   std::string closed_why_ ABSL_GUARDED_BY(why_mu_);
   std::optional<absl::Time> closed_at_ ABSL_GUARDED_BY(why_mu_);
