@@ -4,9 +4,10 @@
 // The cell is the sink of the actor's handler ports: the mailbox decodes and hands envelopes to
 // `deliver`, which pushes them on an intrusive MPSC queue and makes the cell runnable once
 // (`scheduled_`). A runner fiber then calls `run_slice`, which handles queued messages one at a
-// time (R-ACT-2). The mailbox owns the cell, and the proc's muxer keeps the mailbox as a
-// tombstone after the actor ends (R-ACT-4) until it is reaped (R-ACT-7); the user's Actor object
-// is freed at the end.
+// time (R-ACT-2). The mailbox owns the cell while the actor runs; the proc's muxer keeps the
+// mailbox as a tombstone after the actor ends (R-ACT-4) until it is reaped (R-ACT-7), and the
+// tombstone lets go of the cell as its last slice ends (Mailbox::release_finished_sink: the cell
+// is freed then, unless a handle still holds it); the user's Actor object is freed at the end.
 //
 // Lifetime (R-ACT-7): a reaped mailbox — and with it the cell — may be freed as soon as the cell
 // says it is `finished()`. So the slice that terminates the cell is its last: after it nothing

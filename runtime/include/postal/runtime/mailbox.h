@@ -60,8 +60,9 @@ enum class MailboxState : uint8_t { kOpen, kStopping, kStopped, kFailed };
 class Mailbox final : public MailboxSender, public std::enable_shared_from_this<Mailbox> {
  public:
   // `handlers` must outlive the mailbox (a per-type static table) and hold distinct hashes;
-  // `handler_sink` receives every handler-port delivery. The mailbox keeps the sink alive for
-  // its own life, so a delivery racing with the actor's end never touches freed memory.
+  // `handler_sink` receives every handler-port delivery. The mailbox keeps the sink alive until
+  // the sink has finished (release_finished_sink), so a delivery racing with the actor's end
+  // never touches freed memory.
   Mailbox(Proc& proc, ActorAddr owner, const HandlerTable* handlers,
           std::shared_ptr<PortSink> handler_sink);
   ~Mailbox() override;
