@@ -372,7 +372,8 @@ void Scheduler::cancel_waiters() {
   std::vector<PortSink*> waiting;
   {
     absl::MutexLock lock(&waiters_mu_);
-    waiting = waiters_;
+    waiting.reserve(waiters_.size());
+    for (const auto& [sink, n] : waiters_) waiting.push_back(sink);
   }
   const DeliveryFailure stopping = DeliveryFailure::transport_failure(
       "this proc", TransportReason::kLinkUnavailable, "the proc is stopping");
@@ -484,7 +485,7 @@ Scheduler::BlockingScope::BlockingScope(Scheduler& s, PortSink* waiting_on)
     : sched_(s), worker_(nullptr), waiting_on_(waiting_on) {
   if (waiting_on_ != nullptr) {
     absl::MutexLock lock(&sched_.waiters_mu_);
-    sched_.waiters_.push_back(waiting_on_);
+    ++sched_.waiters_[waiting_on_];
   }
   if (sched_.options_.manual) {
     if (sched_.stepping_fiber_ == boost::this_fiber::get_id()) sched_.stepping_blocked_ = true;
@@ -500,7 +501,8 @@ Scheduler::BlockingScope::~BlockingScope() {
   if (worker_ != nullptr) worker_->block_end();
   if (waiting_on_ != nullptr) {
     absl::MutexLock lock(&sched_.waiters_mu_);
-    std::erase(sched_.waiters_, waiting_on_);
+    auto it = sched_.waiters_.find(waiting_on_);
+    if (it != sched_.waiters_.end() && --it->second == 0) sched_.waiters_.erase(it);
   }
 }
 

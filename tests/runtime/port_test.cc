@@ -349,13 +349,9 @@ TEST(PortRequest, RequestTimesOutWithDeadlineExceeded) {
 
 // --- Client lifetime -----------------------------------------------------------------------------
 
-// BUG (runtime/src/client.cc, Client::~Client, with runtime/src/mailbox.cc `sink_owner_`): a
-// destroyed client's mailbox stays in the muxer as a tombstone (R-ACT-4, correct), but the
-// tombstone keeps `sink_owner_` — the client's returns ReceiverQueue — alive for the proc's whole
-// life, together with every returned envelope nobody read. A long-lived proc serving many
-// short-lived clients (tools, requests from main()) grows without bound. ~Client should drain
-// `returns_` (try_pop until empty) after detaching the sink, or Mailbox should release
-// `sink_owner_` once it is closed and no delivery is in flight. Disabled until fixed.
+// A destroyed client's mailbox stays in the muxer as a tombstone (R-ACT-4), but not what nobody
+// read: ~Client drains its returns, so a long-lived proc serving many short-lived clients does not
+// keep every returned envelope (R-ACT-7).
 TEST(ClientLifetime, ClosedClientReleasesUnreadReturns) {
   Proc proc(ProcOptions::deterministic());
   PortLive::live = 0;

@@ -68,6 +68,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "boost/fiber/fiber.hpp"
@@ -232,8 +233,11 @@ class Scheduler {
 
   InjectQueue inject_;
 
+  // The sinks blocked handlers wait on (BlockingScope), with how many scopes wait on each; a
+  // stop fails them. A set, not a list: Banking's blocking requests keep hundreds waiting, and
+  // each scope's end removed itself with a scan.
   absl::Mutex waiters_mu_;
-  std::vector<PortSink*> waiters_ ABSL_GUARDED_BY(waiters_mu_);
+  absl::flat_hash_map<PortSink*, uint32_t> waiters_ ABSL_GUARDED_BY(waiters_mu_);
 
   // Manual mode.
   std::function<void()> before_step_;
