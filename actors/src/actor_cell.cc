@@ -332,6 +332,21 @@ void ActorCell::run_on_stop(const ActorStatus& status) {
   }
 }
 
+namespace {
+
+// Waits out another thread's short critical step (a delivery between its admission and its sink,
+// the tail of a release). That step can itself be a fiber of this very thread, suspended on a
+// contended fiber mutex inside a wake-up: yield the fiber first, so it can finish, then the thread.
+template <class Busy>
+void wait_out(Busy busy) {
+  while (busy()) {
+    boost::this_fiber::yield();
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
+
 // The cell's last slice ends here: the caller returns without touching the cell.
 void ActorCell::terminate(ActorState final_state, std::string error) {
   cancel_timers();  // R-SUP-3
@@ -359,14 +374,14 @@ void ActorCell::terminate(ActorState final_state, std::string error) {
   }
   // R-ACT-7: deliveries admitted before the close may still be pushing; wait for them (they
   // do not block), so the backlog returned below is complete and nothing wakes the cell later.
-  while (mailbox_->admitting()) std::this_thread::yield();
+  wait_out([&] { return mailbox_->admitting(); });
   return_queued();
   wake_blocked_senders();  // R-FLOW-1: they see the actor ended and fail (R-ACT-6)
   // `scheduled_` stays true: a stray wake() can never schedule this cell again. An earlier
   // slice's release() may still be in its tail on another worker (it let this slice be
   // scheduled); it is a few stores and at most a schedule: wait for it, so the cell is
   // finished() below and the mailbox can let it go.
-  while (releasing_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  wait_out([&] { return releasing_.load(std::memory_order_acquire) != 0; });
   // Held across the last write, after which a reaper may free the mailbox (and this cell).
   const std::shared_ptr<runtime::Mailbox> mailbox = weak_mailbox_.lock();
   finished_.store(true, std::memory_order_release);  // the last write: the cell may be freed
@@ -381,7 +396,7 @@ void ActorCell::abandon() {
   cancel_timers();
   drop_replies();
   mailbox_->close(MailboxState::kStopped, "its proc was destroyed");
-  while (mailbox_->admitting()) std::this_thread::yield();  // as in terminate()
+  wait_out([&] { return mailbox_->admitting(); });  // as in terminate()
   actor_.reset();
   stash_.clear();
   replay_.clear();
