@@ -86,14 +86,13 @@ absl::StatusOr<ActorStatus> ActorCell::wait(absl::Duration timeout) {
 
 // Counting happened in admit (R-FLOW-1; replies to the actor's requests are not counted).
 void ActorCell::deliver(EnvelopePtr env) {
-  queue_.push(env.release());
+  runtime::MpscQueue::push(queue_head_, env.release());
   wake();
 }
 
 runtime::SinkInfo ActorCell::info() const {
   return runtime::SinkInfo{std::string(to_string(state_.load(std::memory_order_relaxed))),
-                           queued_.load(std::memory_order_relaxed),
-                           queued_bytes_.load(std::memory_order_relaxed), bound_.max_messages,
+                           queued(), queued_bytes(), bound_.max_messages,
                            bound_.max_bytes, watcher_count()};
 }
 

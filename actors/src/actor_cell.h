@@ -82,7 +82,7 @@ class ActorCell final : public Context,
   void unstash_all() override;
   size_t stashed() const override { return stash_.size(); }
   uint64_t queued_behind() const override {
-    const uint64_t counted = queued_.load(std::memory_order_relaxed);
+    const uint64_t counted = queued();
     const uint64_t mine = stash_.size() + (current_ != nullptr ? 1 : 0);
     return counted > mine ? counted - mine : 0;
   }
@@ -135,6 +135,16 @@ class ActorCell final : public Context,
   // kDropOldest: the oldest queued envelope that may be dropped, and the failure it returns with.
   runtime::EnvelopePtr pop_droppable(runtime::DeliveryFailure* why);
   bool try_reserve(uint64_t bytes);
+  // R-FLOW-1: envelopes and bytes held against the bound now (admitted less released; the
+  // released count is read first, so the difference never wraps).
+  uint64_t queued() const {
+    const uint64_t out = released_.load(std::memory_order_seq_cst);
+    return admitted_.load(std::memory_order_seq_cst) - out;
+  }
+  uint64_t queued_bytes() const {
+    const uint64_t out = released_bytes_.load(std::memory_order_seq_cst);
+    return admitted_bytes_.load(std::memory_order_seq_cst) - out;
+  }
   // A counted envelope (handler port) left the mailbox: frees its room, wakes blocked senders.
   void release_room(const runtime::MessageEnvelope& env);
   void wake_blocked_senders();
@@ -206,40 +216,54 @@ class ActorCell final : public Context,
   std::optional<runtime::ActorAddr> parent_;  // where SupervisionEvents go (R-ACT-3)
   std::unique_ptr<Actor> actor_;
   const ActorType& type_;
-  const Supervision supervision_;  // of the SpawnOptions, what the cell keeps
+  const Supervision supervision_;      // of the SpawnOptions, what the cell keeps
   const runtime::MailboxBound bound_;  // R-FLOW-1: resolved at spawn
-  RestartBudget budget_;             // runner only
-  uint32_t incarnation_ = 0;         // runner only
-  uint32_t parent_incarnation_ = 0;  // set before start
+  RestartBudget budget_;               // runner only
+  uint32_t incarnation_ = 0;           // runner only
+  uint32_t parent_incarnation_ = 0;    // set before start
   const ActorMaker remake_;
   runtime::Mailbox* mailbox_ = nullptr;  // owns this cell
   std::weak_ptr<runtime::Mailbox> weak_mailbox_;
   runtime::ActorAddr addr_;
-  runtime::MpscQueue queue_;
+  // The senders' line: what every send writes (the queue's producer end, the R-FLOW-1 counts in)
+  // or reads (the runnable flag). The runner's line is further down, past the cold fields
+  // between them (72 bytes), so the two never share a cache line: with both on one line, one
+  // producer and one busy consumer pulled it from each other on every message (Savina's Count).
+  runtime::MpscHead queue_head_;
   std::atomic<bool> scheduled_{false};
   // R-FLOW-1: what the mailbox holds against bound_ (queued, being handled, stashed, replayed;
-  // handler ports only), in envelopes and in bytes (MessageEnvelope::held_bytes).
-  std::atomic<uint64_t> queued_{0};
-  std::atomic<uint64_t> queued_bytes_{0};
-  std::atomic<uint32_t> blocked_senders_{0};
-  std::atomic<bool> room_signalled_{false};  // a release woke the blocked senders (cell_bounds.cc)
-  struct RoomWaiters;                             // cell_bounds.cc; made by the first to block
+  // handler ports only) is what was admitted less what was released, in envelopes and in bytes
+  // (MessageEnvelope::held_bytes). Senders add here; the runner takes off in released_*.
+  std::atomic<uint64_t> admitted_{0};
+  std::atomic<uint64_t> admitted_bytes_{0};
+  // Lower bounds of released_*, kept by the senders: a send reads the runner's line only when
+  // these say the mailbox may be full (try_reserve).
+  std::atomic<uint64_t> released_seen_{0};
+  std::atomic<uint64_t> released_bytes_seen_{0};
+  // Cold (and the gap between the two lines).
+  struct RoomWaiters;  // cell_bounds.cc; made by the first to block
   std::atomic<RoomWaiters*> room_{nullptr};
-  std::atomic<uint32_t> room_listeners_{0};  // listeners_.size(), read without the lock
   absl::Mutex listeners_mu_;
   std::vector<std::function<void()>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
-  absl::Mutex drop_mu_;                           // kDropOldest only (see pop_queue)
+  absl::Mutex drop_mu_;  // kDropOldest only (see pop_queue)
   // kDropOldest: what a dropping sender popped but must not drop (a reply to the actor's own
   // request, a supervision message), handled before the queue. Oldest first.
   std::vector<runtime::EnvelopePtr> spared_ ABSL_GUARDED_BY(drop_mu_);
+  // The runner's line: the queue's consumer end, the counts out, what release_room reads.
+  runtime::MpscQueue queue_{queue_head_};
+  std::atomic<uint64_t> released_{0};
+  std::atomic<uint64_t> released_bytes_{0};
+  std::atomic<uint32_t> blocked_senders_{0};
+  std::atomic<uint32_t> room_listeners_{0};  // listeners_.size(), read without the lock
+  std::atomic<bool> room_signalled_{false};  // a release woke the blocked senders (cell_bounds.cc)
   std::atomic<ActorState> state_{ActorState::kCreated};
   bool stash_current_ = false;  // set by stash() during its handler
   runtime::MessageEnvelope* current_ = nullptr;
   runtime::MessageEnvelope* handling_ = nullptr;  // the handler message being handled
-  std::vector<runtime::EnvelopePtr> stash_;  // runner only, oldest first
+  std::vector<runtime::EnvelopePtr> stash_;       // runner only, oldest first
   // Unstashed, handled before the queue; the next one last (no allocation until used).
   std::vector<runtime::EnvelopePtr> replay_;
-  static constexpr size_t kReplayPrefetch = 3;  // how far ahead next_message prefetches replay_
+  static constexpr size_t kReplayPrefetch = 3;      // how far ahead next_message prefetches replay_
   std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
   size_t prune_at_ = 64;
   // R-SCHED-1, runner only: dry slices left before the next linger, and how many the last

@@ -26,7 +26,10 @@ struct ActorCell::RoomWaiters {
   boost::fibers::condition_variable cv;
 };
 
-ActorCell::~ActorCell() { delete room_.load(std::memory_order_acquire); }
+ActorCell::~ActorCell() {
+  queue_.drain(queue_head_);
+  delete room_.load(std::memory_order_acquire);
+}
 
 namespace {
 
@@ -44,25 +47,25 @@ bool exempt(const MessageEnvelope& env) {
 }  // namespace
 
 MessageEnvelope* ActorCell::pop_queue() {
-  if (bound_.policy != OverloadPolicy::kDropOldest) return queue_.pop();
+  if (bound_.policy != OverloadPolicy::kDropOldest) return queue_.pop(queue_head_);
   absl::MutexLock lock(&drop_mu_);
   if (!spared_.empty()) {
     MessageEnvelope* env = spared_.front().release();
     spared_.erase(spared_.begin());
     return env;
   }
-  return queue_.pop();
+  return queue_.pop(queue_head_);
 }
 
 bool ActorCell::queue_maybe_nonempty() {
-  if (bound_.policy != OverloadPolicy::kDropOldest) return queue_.maybe_nonempty();
+  if (bound_.policy != OverloadPolicy::kDropOldest) return queue_.maybe_nonempty(queue_head_);
   absl::MutexLock lock(&drop_mu_);
-  return !spared_.empty() || queue_.maybe_nonempty();
+  return !spared_.empty() || queue_.maybe_nonempty(queue_head_);
 }
 
 EnvelopePtr ActorCell::pop_droppable(DeliveryFailure* why) {
   absl::MutexLock lock(&drop_mu_);
-  while (MessageEnvelope* raw = queue_.pop()) {
+  while (MessageEnvelope* raw = queue_.pop(queue_head_)) {
     EnvelopePtr old(raw);
     if (!counted(*old) || exempt(*old)) {  // never dropped: kept for the runner, in order
       spared_.push_back(std::move(old));
@@ -79,23 +82,38 @@ EnvelopePtr ActorCell::pop_droppable(DeliveryFailure* why) {
 // between. A sender refused at the bound may briefly have counted itself, so a concurrent one
 // near the bound can be refused where it would have fit a moment later — as it could be by a
 // message that was being handled.
+//
+// The room is judged first against released_seen_, a lower bound of what the runner released,
+// kept on the senders' line: only when that says the mailbox may be full does a send read the
+// runner's line (and refresh the bound). The count it judges by is never below the true one.
 bool ActorCell::try_reserve(uint64_t bytes) {
-  if (queued_.fetch_add(1, std::memory_order_seq_cst) >= bound_.max_messages) {
-    queued_.fetch_sub(1, std::memory_order_seq_cst);
-    return false;
+  // Signed: senders admitted after this one may have been released already.
+  auto held = [](uint64_t in, uint64_t out) { return in >= out ? in - out : uint64_t{0}; };
+  const uint64_t n = admitted_.fetch_add(1, std::memory_order_seq_cst);
+  if (held(n, released_seen_.load(std::memory_order_relaxed)) >= bound_.max_messages) {
+    const uint64_t out = released_.load(std::memory_order_seq_cst);
+    released_seen_.store(out, std::memory_order_relaxed);  // any past value is a lower bound
+    if (held(n, out) >= bound_.max_messages) {
+      admitted_.fetch_sub(1, std::memory_order_seq_cst);
+      return false;
+    }
   }
-  const uint64_t b = queued_bytes_.fetch_add(bytes, std::memory_order_seq_cst);
-  if (b + bytes > bound_.max_bytes) {
-    queued_bytes_.fetch_sub(bytes, std::memory_order_seq_cst);
-    queued_.fetch_sub(1, std::memory_order_seq_cst);
-    return false;
+  const uint64_t b = admitted_bytes_.fetch_add(bytes, std::memory_order_seq_cst) + bytes;
+  if (held(b, released_bytes_seen_.load(std::memory_order_relaxed)) > bound_.max_bytes) {
+    const uint64_t out = released_bytes_.load(std::memory_order_seq_cst);
+    released_bytes_seen_.store(out, std::memory_order_relaxed);
+    if (held(b, out) > bound_.max_bytes) {
+      admitted_bytes_.fetch_sub(bytes, std::memory_order_seq_cst);
+      admitted_.fetch_sub(1, std::memory_order_seq_cst);
+      return false;
+    }
   }
   return true;
 }
 
 DeliveryFailure ActorCell::overloaded(const MessageEnvelope& env, uint64_t bytes,
                                       std::string detail) const {
-  const uint64_t n = queued_.load(std::memory_order_relaxed);
+  const uint64_t n = queued();
   std::string target = env.dest().to_string();
   if (bytes > bound_.max_bytes) {
     return DeliveryFailure::overloaded(std::move(target), OverloadBound::kMailboxBytes, bytes,
@@ -106,8 +124,7 @@ DeliveryFailure ActorCell::overloaded(const MessageEnvelope& env, uint64_t bytes
                                        bound_.max_messages, std::move(detail));
   }
   return DeliveryFailure::overloaded(std::move(target), OverloadBound::kMailboxBytes,
-                                     queued_bytes_.load(std::memory_order_relaxed),
-                                     bound_.max_bytes, std::move(detail));
+                                     queued_bytes(), bound_.max_bytes, std::move(detail));
 }
 
 Admission ActorCell::admit(MessageEnvelope& env) {
@@ -115,8 +132,8 @@ Admission ActorCell::admit(MessageEnvelope& env) {
   const uint64_t bytes = env.data().known_size();
   env.set_held_bytes(bytes);
   if (exempt(env)) {  // counted, never refused
-    queued_.fetch_add(1, std::memory_order_seq_cst);
-    queued_bytes_.fetch_add(env.held_bytes(), std::memory_order_seq_cst);
+    admitted_.fetch_add(1, std::memory_order_seq_cst);
+    admitted_bytes_.fetch_add(env.held_bytes(), std::memory_order_seq_cst);
     return a;
   }
   if (bytes > bound_.max_bytes) {  // no amount of room would take it
@@ -134,7 +151,7 @@ Admission ActorCell::admit(MessageEnvelope& env) {
       if (a.dropped) {  // a second one: returned here, the first by the mailbox
         runtime::NoBlockScope no_block;
         proc_.counters().add(runtime::Counter::kDroppedOldest);
-        MessageEnvelope::undeliverable(std::move(a.dropped), std::move(a.full), proc_);
+        MessageEnvelope::undeliverable(std::move(a.dropped), std::move(*a.full), proc_);
       }
       a.dropped = std::move(old);
       a.full = std::move(why);
@@ -144,7 +161,7 @@ Admission ActorCell::admit(MessageEnvelope& env) {
   if (a.dropped) {  // dropped some, still no room: the dropped one still goes back
     runtime::NoBlockScope no_block;
     proc_.counters().add(runtime::Counter::kDroppedOldest);
-    MessageEnvelope::undeliverable(std::move(a.dropped), std::move(a.full), proc_);
+    MessageEnvelope::undeliverable(std::move(a.dropped), std::move(*a.full), proc_);
   }
   a.admitted = false;
   a.full = overloaded(env, bytes, "the mailbox is full");
@@ -155,8 +172,15 @@ Admission ActorCell::admit(MessageEnvelope& env) {
 
 void ActorCell::release_room(const MessageEnvelope& env) {
   if (!counted(env)) return;
-  queued_.fetch_sub(1, std::memory_order_seq_cst);
-  queued_bytes_.fetch_sub(env.held_bytes(), std::memory_order_seq_cst);
+  // The runner is the one releaser, unless senders drop the oldest (admit): a plain add then, and
+  // the count's locked add after it both publishes it and orders it before the look below.
+  if (bound_.policy == OverloadPolicy::kDropOldest) {
+    released_bytes_.fetch_add(env.held_bytes(), std::memory_order_seq_cst);
+  } else {
+    released_bytes_.store(released_bytes_.load(std::memory_order_relaxed) + env.held_bytes(),
+                          std::memory_order_relaxed);
+  }
+  released_.fetch_add(1, std::memory_order_seq_cst);
   // Seen by a sender that registered before its last look at the counts (both seq_cst). One
   // wake-up per wait is enough: the waiters re-check the room when they wake, and clear
   // `room_signalled_` before they look and wait again (wait_for_room), so a release after their
@@ -174,8 +198,7 @@ void ActorCell::release_room(const MessageEnvelope& env) {
 bool ActorCell::credit_room() const {
   // Half the bound: the sender that was paused gets room for a burst, and the actor still has
   // half a mailbox to work on while that burst crosses the channel.
-  return (queued_.load(std::memory_order_seq_cst) <= bound_.max_messages / 2 &&
-          queued_bytes_.load(std::memory_order_seq_cst) <= bound_.max_bytes / 2) ||
+  return (queued() <= bound_.max_messages / 2 && queued_bytes() <= bound_.max_bytes / 2) ||
          stop_requested() || is_terminal(state_.load());
 }
 
@@ -224,10 +247,7 @@ bool ActorCell::wait_for_room(absl::Time deadline) {
   runtime::Scheduler* current = runtime::Scheduler::current();
   std::optional<runtime::Scheduler::BlockingScope> blocking;
   if (current != nullptr) blocking.emplace(*current);
-  auto room = [&] {
-    return queued_.load(std::memory_order_seq_cst) < bound_.max_messages &&
-           queued_bytes_.load(std::memory_order_seq_cst) < bound_.max_bytes;
-  };
+  auto room = [&] { return queued() < bound_.max_messages && queued_bytes() < bound_.max_bytes; };
   auto give_up = [&] {
     return proc_.scheduler().stopping() || (current != nullptr && current->stopping());
   };

@@ -275,7 +275,9 @@ void Mailbox::deliver_handler(EnvelopePtr env, ReturnHandle& ret) {
       proc_.trace(TraceEventKind::kDelivered, *env);
       sink->deliver(std::move(env));
       admitting_.fetch_sub(1, std::memory_order_seq_cst);
-      if (admission.dropped) return_dropped(std::move(admission.dropped), std::move(admission.full));
+      if (admission.dropped) {
+        return_dropped(std::move(admission.dropped), std::move(*admission.full));
+      }
       return;
     }
     // R-FLOW-1: full. A kBlock sender that may wait does so outside the admission (a stop or
@@ -289,7 +291,7 @@ void Mailbox::deliver_handler(EnvelopePtr env, ReturnHandle& ret) {
       if (keep != nullptr && absl::Now() < *deadline && keep->wait_for_room(*deadline)) continue;
     }
     proc_.counters().add(Counter::kOverloaded);
-    fail(std::move(env), std::move(admission.full), ret);
+    fail(std::move(env), std::move(*admission.full), ret);
     return;
   }
 }

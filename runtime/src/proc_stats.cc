@@ -1,14 +1,62 @@
 #include "postal/runtime/proc_stats.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace postal::runtime {
 
-size_t ProcStats::shard() {
-  static std::atomic<size_t> next{0};
-  thread_local size_t mine = next.fetch_add(1, std::memory_order_relaxed) % kShards;
-  return mine;
+namespace internal {
+namespace {
+
+// The shards no live thread owns. The mutex orders a shard's last owner's writes before its
+// next owner's.
+struct ShardPool {
+  absl::Mutex mu;
+  std::vector<int> free ABSL_GUARDED_BY(mu);
+  ShardPool() {
+    for (int i = static_cast<int>(ProcStats::kShards) - 2; i >= 0; --i) free.push_back(i);
+  }
+};
+ShardPool& shard_pool() {
+  static ShardPool* pool = new ShardPool();  // never destroyed: threads exit after main
+  return *pool;
 }
+
+// Gives the thread's shard back when it exits. What the thread counts after that (from other
+// thread-local destructors) goes to the shared shard.
+struct ShardLease {
+  ~ShardLease() {
+    const int s = counter_shard;
+    counter_shard = static_cast<int>(ProcStats::kShards) - 1;
+    if (s < 0 || s == counter_shard) return;
+    ShardPool& pool = shard_pool();
+    absl::MutexLock lock(&pool.mu);
+    pool.free.push_back(s);
+  }
+};
+
+}  // namespace
+
+int claim_counter_shard() {
+  const int shared = static_cast<int>(ProcStats::kShards) - 1;
+  int s = shared;
+  {
+    ShardPool& pool = shard_pool();
+    absl::MutexLock lock(&pool.mu);
+    if (!pool.free.empty()) {
+      s = pool.free.back();
+      pool.free.pop_back();
+    }
+  }
+  counter_shard = s;
+  thread_local ShardLease lease;  // constructed here, on the first add
+  (void)lease;
+  return s;
+}
+
+}  // namespace internal
 
 void ProcStats::failure(FailureKind kind) {
   switch (kind) {

@@ -164,6 +164,60 @@ TEST(MailboxBound, R_FLOW_1_FailPolicyReturnsOverloadedPastTheMessageBound) {
   EXPECT_TRUE(f.no_returns());
 }
 
+// Senders judge the room by a lower bound of what the runner released, refreshed only when it says
+// the mailbox may be full (cell_bounds.cc, try_reserve): filled and drained round after round, the
+// mailbox takes exactly its bound each time, and counts nothing once drained.
+TEST(MailboxBound, R_FLOW_1_AMailboxFilledAndDrainedRoundAfterRoundTakesExactlyItsBoundEachTime) {
+  Fixture f;
+  std::vector<int> seen;
+  MailboxBound b = bound(3, OverloadPolicy::kFail);
+  auto a = *spawn<Sink>(f.proc, SpawnOptions::bounded(b), "sink", &seen);
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < 4; ++i) a.ref().send(*f.client, Item{round * 4 + i});
+    DeliveryFailure back = f.next_failure();
+    EXPECT_EQ(back.bound, OverloadBound::kMailboxMessages) << "round " << round;
+    EXPECT_TRUE(f.no_returns()) << "round " << round;
+    f.proc.scheduler().run_until_idle();
+    ASSERT_EQ(seen.size(), static_cast<size_t>(3 * (round + 1))) << "round " << round;
+    EXPECT_EQ(seen.back(), round * 4 + 2);
+    runtime::SinkInfo info = f.proc.lookup(a.ref().addr().id)->sink_info();
+    EXPECT_EQ(info.queued, 0u) << "round " << round;
+    EXPECT_EQ(info.queued_bytes, 0u) << "round " << round;
+  }
+  EXPECT_EQ(f.proc.stats().overloaded, 20u);
+}
+
+// Two producers on two workers fill a small mailbox whose consumer drains it meanwhile: every
+// Item arrives, none is refused (kBlock), and once drained the mailbox counts nothing — the
+// senders' counts in and the runner's counts out agree to the message and the byte.
+TEST(MailboxBound, R_FLOW_1_ConcurrentSendersAndTheRunnerKeepTheCountsExact) {
+  Fixture f(ProcOptions::threads(2));
+  std::vector<int> seen;
+  MailboxBound b = bound(8, OverloadPolicy::kBlock);
+  b.block_timeout = absl::Seconds(60);
+  auto sink = *spawn<Sink>(f.proc, SpawnOptions::bounded(b), "sink", &seen);
+  auto p1 = *spawn<Producer>(f.proc, "p1");
+  auto p2 = *spawn<Producer>(f.proc, "p2");
+  constexpr int kCount = 5000;
+  PortRef<Item> to(sink.ref().addr().port(runtime::Port::handler(wire::type_hash<Item>())));
+  p1.ref().send(*f.client, Burst{kCount, to});
+  p2.ref().send(*f.client, Burst{kCount, to});
+  ASSERT_TRUE(wait_for(
+      [&] {
+        runtime::SinkInfo info = f.proc.lookup(sink.ref().addr().id)->sink_info();
+        return f.proc.stats().delivered >= 2 * kCount + 2 && info.queued == 0 &&
+               info.queued_bytes == 0;
+      },
+      absl::Seconds(60)));
+  sink.stop("done");
+  ASSERT_TRUE(sink.wait(absl::Seconds(10)).ok());
+  ASSERT_EQ(seen.size(), static_cast<size_t>(2 * kCount));
+  std::vector<int> count(kCount, 0);
+  for (int n : seen) ++count[n];
+  for (int i = 0; i < kCount; ++i) ASSERT_EQ(count[i], 2) << "Item " << i;
+  EXPECT_EQ(f.proc.stats().overloaded, 0u);
+}
+
 TEST(MailboxBound, R_FLOW_1_TheByteBoundCountsThePayloadAsKnownWithoutSerializing) {
   Fixture f;
   std::vector<int> seen;

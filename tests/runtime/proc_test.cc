@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -314,6 +315,24 @@ TEST_F(ProcTest, R_FAIL_4_StatsCountPostedAndDelivered) {
   EXPECT_EQ(s.invalid_reference, 1u);
   // The return itself was delivered to the client's Undeliverable handler port.
   EXPECT_EQ(s.delivered, 11u);
+}
+
+// Counting threads own their shard while they live (proc_stats.h) and give it back when they
+// exit: more threads than shards at once, and wave after wave of new threads, count every add.
+TEST(ProcStatsShards, R_FAIL_4_ManyThreadsAndThreadsThatComeAndGoCountEveryAdd) {
+  ProcStats stats;
+  constexpr int kThreads = 24;  // more than the shards: some share the last one
+  constexpr int kAdds = 20000;
+  for (int wave = 0; wave < 3; ++wave) {  // the later waves reuse the shards the earlier gave back
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kAdds; ++i) stats.add(Counter::kPosted);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(stats.snapshot().posted, static_cast<uint64_t>((wave + 1) * kThreads * kAdds));
+  }
 }
 
 // --- Trace hook ----------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -30,8 +31,9 @@ struct SinkInfo {
 struct Admission {
   bool admitted = true;
   // Not admitted: the failure to return (Overloaded) and whether the sender may wait for room.
-  // Admitted with `dropped`: the failure the dropped envelope returns with.
-  DeliveryFailure full;
+  // Admitted with `dropped`: the failure the dropped envelope returns with. Empty otherwise: an
+  // admission that succeeds neither builds nor destroys a failure (three strings).
+  std::optional<DeliveryFailure> full;
   bool may_wait = false;
   absl::Duration wait;  // how long, when it may
   // Admitted by dropping the oldest envelope queued (kDropOldest): the caller returns it.

@@ -1,7 +1,10 @@
 // ProcStats: what a proc counts (R-FAIL-4: nothing vanishes silently).
 //
-// Counters are sharded per thread (relaxed increments on mostly private cache lines), so counting
-// costs a few nanoseconds on the hot path; `snapshot()` sums the shards.
+// Counters are sharded per thread, so counting costs a few nanoseconds on the hot path;
+// `snapshot()` sums the shards. A thread owns a shard while it lives (at most kShards - 1 threads
+// at once; the shard goes back when the thread exits), and only its owner writes it, so an add
+// there is a plain load and store, not a locked instruction (two per message: posted and
+// delivered). Threads past that share the last shard, with atomic adds.
 #pragma once
 
 #include <array>
@@ -56,21 +59,34 @@ struct ProcStatsSnapshot {
   }
 };
 
+namespace internal {
+// This thread's counter shard, -1 until its first add (constinit: read without a guard).
+constinit inline thread_local int counter_shard = -1;
+int claim_counter_shard();  // proc_stats.cc
+}  // namespace internal
+
 class ProcStats {
  public:
+  static constexpr size_t kShards = 16;
   void add(Counter c, uint64_t n = 1) {
-    shards_[shard()].v[static_cast<size_t>(c)].fetch_add(n, std::memory_order_relaxed);
+    int s = internal::counter_shard;
+    if (s < 0) s = internal::claim_counter_shard();
+    std::atomic<uint64_t>& v = shards_[static_cast<size_t>(s)].v[static_cast<size_t>(c)];
+    if (static_cast<size_t>(s) == kShared) {
+      v.fetch_add(n, std::memory_order_relaxed);
+    } else {
+      v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // its owner only
+    }
   }
   void failure(FailureKind kind);
   void drop(DropCause cause);
   ProcStatsSnapshot snapshot() const;
 
  private:
-  static constexpr size_t kShards = 16;
+  static constexpr size_t kShared = kShards - 1;  // the threads that own none
   struct alignas(64) Shard {
     std::array<std::atomic<uint64_t>, static_cast<size_t>(Counter::kCount)> v{};
   };
-  static size_t shard();
   std::array<Shard, kShards> shards_{};
 };
 
