@@ -16,6 +16,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -368,6 +369,46 @@ void BM_CafBytesPerIdleActor(benchmark::State& state) {
   state.counters["bytes_per_actor"] = bytes_per_actor;
 }
 
+// Churn: resident memory over millions of spawn/stop cycles, in rounds of 10,000 (spawn, wait
+// until each ran its initialization, send each an exit, wait until none runs), RSS read after
+// every million cycles — as churn_bench's BM_PostalChurn.
+void BM_CafChurn(benchmark::State& state) {
+  constexpr int kRound = 10000;
+  constexpr int64_t kPerSample = 1000000;
+  const int64_t cycles = state.range(0);
+  auto cfg = make_config(2);
+  caf::actor_system sys{cfg};
+  const auto baseline = sys.registry().running();
+  std::vector<caf::actor> handles;
+  handles.reserve(kRound);
+  const double mib = 1024.0 * 1024.0;
+  double rss_1m = 0, rss_max = 0;
+  for (auto _ : state) {
+    for (int64_t done = 0; done < cycles; done += kRound) {
+      std::atomic<int> started{0};
+      for (int i = 0; i < kRound; ++i)
+        handles.push_back(sys.spawn(trivial_actor, &started));
+      spin_until(started, kRound);
+      for (auto& h : handles)
+        caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+      handles.clear();
+      sys.registry().await_running_count_equal(baseline);
+      if ((done + kRound) % kPerSample == 0) {
+        const double rss = static_cast<double>(rss_bytes()) / mib;
+        if (done + kRound == kPerSample)
+          rss_1m = rss;
+        else
+          rss_max = std::max(rss_max, rss);
+      }
+    }
+  }
+  state.counters["rss_1M_MiB"] = rss_1m;
+  state.counters["rss_max_MiB"] = rss_max;
+  state.counters["rss_end_MiB"] = static_cast<double>(rss_bytes()) / mib;
+  state.counters["cycles_per_s"] = benchmark::Counter(
+    static_cast<double>(state.iterations() * cycles), benchmark::Counter::kIsRate);
+}
+
 }  // namespace
 
 BENCHMARK(BM_CafPingPong)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -381,6 +422,12 @@ BENCHMARK(BM_CafBytesPerIdleActor)
   ->Arg(1000000)
   ->Iterations(1)
   ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
+
+BENCHMARK(BM_CafChurn)
+  ->Arg(10000000)
+  ->Iterations(1)
+  ->Unit(benchmark::kSecond)
   ->UseRealTime();
 
 BENCHMARK_MAIN();

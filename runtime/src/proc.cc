@@ -50,6 +50,7 @@ Proc::Proc(ProcOptions options)
       forwarder_(&no_route_),
       clock_(std::move(options.clock)),
       tombstone_grace_(std::max(options.tombstone_grace, absl::ZeroDuration())),
+      max_tombstones_(options.max_tombstones),
       timers_([this] { return now(); }, !options.scheduler.manual) {
   disable_mutex_deadlock_detection();
   if (scheduler_.manual()) scheduler_.set_before_step([this] { timers_.fire_due(); });
@@ -169,7 +170,23 @@ void Proc::tombstoned(const Mailbox& mailbox, absl::Time closed) {
   if (!mailbox.attached_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&tomb_mu_);
   tombstones_.push_back(Tombstone{closed + tombstone_grace_, mailbox.owner().id.uid, &mailbox});
-  if (tombstones_.size() == 1) publish_due();
+  // Past the bound the oldest goes now; the next spawn frees it (the graveyard is flagged).
+  bool evicted = false;
+  while (tombstones_.size() > max_tombstones_) evicted |= reap_oldest();
+  if (tombstones_.size() == 1 || evicted) publish_due();
+}
+
+bool Proc::reap_oldest() {
+  Tombstone stone = tombstones_.front();
+  tombstones_.pop_front();
+  MuxerShard& s = shard(stone.uid);
+  absl::MutexLock lock(&s.mu);
+  auto it = s.map.find(stone.uid);
+  if (it == s.map.end() || it->second.get() != stone.mailbox) return false;
+  it->second->reaped_.store(true, std::memory_order_release);
+  graveyard_.push_back(std::move(it->second));
+  s.map.erase(it);
+  return true;
 }
 
 void Proc::publish_due() {
@@ -184,15 +201,7 @@ size_t Proc::sweep(std::vector<std::shared_ptr<Mailbox>>& to_free) {
     const absl::Time t = now();
     // Oldest first: with one grace period for the proc, closing order is due order.
     while (!tombstones_.empty() && tombstones_.front().due <= t) {
-      Tombstone stone = tombstones_.front();
-      tombstones_.pop_front();
-      MuxerShard& s = shard(stone.uid);
-      absl::MutexLock lock(&s.mu);
-      auto it = s.map.find(stone.uid);
-      if (it == s.map.end() || it->second.get() != stone.mailbox) continue;
-      graveyard_.push_back(std::move(it->second));
-      s.map.erase(it);
-      ++removed;
+      if (reap_oldest()) ++removed;
     }
   }
   // Free what is done with its mailbox; an actor still ending its last slice waits here.

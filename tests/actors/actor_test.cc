@@ -715,6 +715,36 @@ TEST(Actor, R_ACT_7_ChurningTwoHundredThousandActorsKeepsTheMuxerBounded) {
   EXPECT_LE(most, 13u) << "the client, one live actor, ~10 tombstones in their grace";
 }
 
+// A bound on tombstones (ProcOptions::max_tombstones): past it the oldest is reaped before its
+// grace ends — sends to it fail ActorNotExist even through a handle that holds its mailbox, its
+// name is free — and the younger ones stay tombstones.
+TEST(Actor, R_ACT_7_PastMaxTombstonesTheOldestIsReapedBeforeItsGrace) {
+  ProcOptions o = ClockedFixture::options(absl::Minutes(1));
+  o.max_tombstones = 3;
+  test_support::VirtualTimeProc c(o);
+  test_support::ProcWithClient& f = c.pc;
+  std::atomic<int> started{0};
+  std::vector<ActorHandle<Brief>> ended;
+  for (int i = 0; i < 5; ++i) {
+    auto a = spawn<Brief>(f.proc, "ended-" + std::to_string(i), &started);
+    ASSERT_TRUE(a.ok()) << a.status();
+    a->stop();
+    f.proc.scheduler().run_until_idle();
+    ended.push_back(std::move(*a));
+  }
+  EXPECT_EQ(f.proc.mailbox_count(), 4u) << "the client and the three youngest tombstones";
+  for (int i = 0; i < 5; ++i) {
+    ended[i].ref().send(*f.client, Note{i});
+    EXPECT_EQ(root_of_next_return(*f.client).invalid,
+              i < 2 ? InvalidReason::kActorNotExist : InvalidReason::kActorStopped)
+        << "actor " << i;
+  }
+  auto again = spawn<Brief>(f.proc, "ended-0", &started);  // its name is free
+  EXPECT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(spawn<Brief>(f.proc, "ended-4", &started).status().code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
 // Children churned by a long-lived parent are reaped too, and the parent forgets them.
 struct Churner : Actor, Handles<Note> {
   std::atomic<int>* started;

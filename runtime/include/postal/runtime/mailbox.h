@@ -125,7 +125,7 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   void post_unchecked(EnvelopePtr env, ReturnHandle& ret) override;
 
  private:
-  friend class Proc;  // sets attached_
+  friend class Proc;  // sets attached_ and reaped_
   struct EphemeralPort {
     uint64_t type_hash;
     DecodeFn decode;
@@ -151,6 +151,7 @@ class Mailbox final : public MailboxSender, public std::enable_shared_from_this<
   std::atomic<PortSink*> handler_sink_;
   std::atomic<MailboxState> state_{MailboxState::kOpen};
   std::atomic<bool> attached_{false};  // R-ACT-7: in its proc's muxer (set by Proc::attach)
+  std::atomic<bool> reaped_{false};    // R-ACT-7: taken out of the muxer (set by Proc)
   std::atomic<uint32_t> admitting_{0};  // handler deliveries in flight (R-ACT-5)
   // R-ACT-6: why the mailbox stopped / is stopping. Read only on the failure path. Also guards
   // `sink_owner_` and `sink_released_` (R-ACT-7), which the delivery path does not read.

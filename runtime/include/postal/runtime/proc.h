@@ -62,6 +62,10 @@ struct ProcOptions {
   // R-ACT-7: how long a stopped or failed actor stays a tombstone. Zero reaps it as soon as it
   // closes; absl::InfiniteDuration() keeps tombstones for the proc's life.
   absl::Duration tombstone_grace = absl::Seconds(10);
+  // R-ACT-7: at most this many tombstones at once. Past it the oldest is reaped before its grace
+  // ends (sends to it fail ActorNotExist, not ActorStopped): a proc that churns actors faster than
+  // this many per grace keeps a bounded muxer (~0.6 KB each).
+  size_t max_tombstones = 100'000;
   // The proc's clock (R-ACT-7 tombstone ages, R-SUP-3 timers, R-SUP-1 restart windows and
   // backoff); empty means absl::Now. Tests hand in their own (virtual time on a deterministic
   // proc: advance it, then step).
@@ -130,7 +134,9 @@ class Proc final : public MailboxSender, public ReturnHandle {
   absl::Time now() const { return clock_ ? clock_() : absl::Now(); }
   // R-ACT-7: a closed mailbox past the grace period: to senders it no longer exists (also
   // through a reference that holds the mailbox itself).
-  bool reaped(const Mailbox& mailbox) const { return expired(mailbox); }
+  bool reaped(const Mailbox& mailbox) const {
+    return mailbox.reaped_.load(std::memory_order_acquire) || expired(mailbox);
+  }
   absl::Duration tombstone_grace() const { return tombstone_grace_; }
   // Calls `fn` for every mailbox, live or tombstone (a snapshot: `fn` may send).
   void for_each_mailbox(const std::function<void(const Mailbox&)>& fn) const;
@@ -178,10 +184,13 @@ class Proc final : public MailboxSender, public ReturnHandle {
   bool expired(const Mailbox& mailbox) const;
   size_t sweep(std::vector<std::shared_ptr<Mailbox>>& to_free)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(tomb_mu_);
+  // Takes the oldest tombstone out of the muxer into the graveyard; false when it was gone.
+  bool reap_oldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tomb_mu_);
   void publish_due() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tomb_mu_);
 
   std::function<absl::Time()> clock_;
   absl::Duration tombstone_grace_;
+  size_t max_tombstones_;
   Timers timers_;
 
   // The muxer, in shards by uid (the top bits of its hash): spawns and stops on different
