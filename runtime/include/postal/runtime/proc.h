@@ -23,7 +23,8 @@
 // Stopped actors stay in the muxer as closed mailboxes (tombstones, R-ACT-4) for
 // `ProcOptions::tombstone_grace` (R-ACT-7): until then a send fails ActorStopped / ActorFailed
 // and the name stays taken; after it the tombstone is reaped — sends fail ActorNotExist and the
-// name is free again. A lookup treats an expired tombstone as gone at once; the memory is
+// name is free again; past `ProcOptions::max_tombstones` the oldest goes before its grace. A
+// lookup treats an expired tombstone as gone at once; the memory is
 // released by the next `attach` (every spawn sweeps expired tombstones, oldest first) or
 // `reap_tombstones()`, once the actor's last slice has ended. Time comes from
 // `ProcOptions::clock`, so tests need not sleep.
