@@ -87,7 +87,7 @@ EnvelopePtr ActorCell::pop_droppable(DeliveryFailure* why) {
 // kept on the senders' line: only when that says the mailbox may be full does a send read the
 // runner's line (and refresh the bound). The count it judges by is never below the true one.
 bool ActorCell::try_reserve(uint64_t bytes) {
-  // Signed: senders admitted after this one may have been released already.
+  // Never below zero: senders admitted after this one may have been released already.
   auto held = [](uint64_t in, uint64_t out) { return in >= out ? in - out : uint64_t{0}; };
   const uint64_t n = admitted_.fetch_add(1, std::memory_order_seq_cst);
   if (held(n, released_seen_.load(std::memory_order_relaxed)) >= bound_.max_messages) {
@@ -172,8 +172,9 @@ Admission ActorCell::admit(MessageEnvelope& env) {
 
 void ActorCell::release_room(const MessageEnvelope& env) {
   if (!counted(env)) return;
-  // The runner is the one releaser, unless senders drop the oldest (admit): a plain add then, and
-  // the count's locked add after it both publishes it and orders it before the look below.
+  // Only the runner releases, unless senders drop the oldest (admit): the bytes take a plain add
+  // unless they do. The count's locked add after it publishes the bytes and orders both before
+  // the look at the blocked senders below.
   if (bound_.policy == OverloadPolicy::kDropOldest) {
     released_bytes_.fetch_add(env.held_bytes(), std::memory_order_seq_cst);
   } else {
