@@ -3,20 +3,20 @@
 //
 // A long-lived parent spawns children in rounds of kRound (each a fresh instance of one label,
 // as a server spawns its workers) and stops each at once; the main thread waits until every
-// child of the round has stopped. RSS (/proc/self/statm) is read after every million cycles. postal keeps an ended actor as a tombstone for its grace (10 s), at most
+// child of the round has stopped. RSS (/proc/self/statm) is read after every million cycles.
+// postal keeps an ended actor as a tombstone for its grace (10 s), at most
 // ProcOptions::max_tombstones of them (100,000 by default); CAF keeps nothing of an ended actor.
 //   BM_PostalChurn          the defaults: the grace and the bound
 //   BM_PostalChurnGraceOnly no bound (max_tombstones = SIZE_MAX): the grace alone
 // Counters: rss_1M_MiB (after the first million cycles), rss_max_MiB (the most after it),
 // rss_end_MiB, tombstones (mailboxes left in the muxer at the end), cycles_per_s.
-#include <unistd.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "postal/postal.h"
+#include "resident_memory.h"
 
 namespace churn {
 struct Churn {  // spawn and stop this many children
@@ -82,16 +83,10 @@ class Churner : public postal::Actor, public postal::Handles<churn::Churn> {
   Life* life_;
 };
 
+// -1 when /proc/self/statm cannot be read.
 double rss_mib() {
-  long pages_total = 0;
-  long pages_resident = 0;
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return -1;
-  const int got = std::fscanf(f, "%ld %ld", &pages_total, &pages_resident);
-  std::fclose(f);
-  if (got != 2) return -1;
-  return static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) /
-         (1024.0 * 1024.0);
+  absl::StatusOr<size_t> rss = postal::bench::resident_bytes();
+  return rss.ok() ? static_cast<double>(*rss) / (1024.0 * 1024.0) : -1;
 }
 
 void churn(benchmark::State& state, postal::ProcOptions options) {

@@ -12,7 +12,6 @@
 //   wakeups_per_msg  sleeping workers notified, per message (≈0: the receiver was spinning/awake)
 //   sleeps           times a worker went to sleep
 //   steals           runnables one worker took from another's queue
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "postal/postal.h"
+#include "resident_memory.h"
 
 namespace postal_bench {
 
@@ -669,15 +669,9 @@ void BM_PostalSpawnOnly(benchmark::State& state) {
 }
 
 size_t rss_bytes() {
-  long pages_total = 0;
-  long pages_resident = 0;
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) die("cannot open /proc/self/statm");
-  if (std::fscanf(f, "%ld %ld", &pages_total, &pages_resident) != 2) {
-    die("cannot parse /proc/self/statm");
-  }
-  std::fclose(f);
-  return static_cast<size_t>(pages_resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  absl::StatusOr<size_t> rss = postal::bench::resident_bytes();
+  if (!rss.ok()) die(std::string(rss.status().message()).c_str());
+  return *rss;
 }
 
 double bytes_per(size_t before, size_t after, int n) {

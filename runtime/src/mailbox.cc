@@ -125,8 +125,7 @@ bool Mailbox::release_finished_sink() {
   {
     absl::MutexLock lock(&why_mu_);
     if (sink_owner_ == nullptr || !sink_owner_->finished()) return false;
-    gone = std::move(sink_owner_);
-    sink_owner_ = nullptr;
+    gone = std::move(sink_owner_);  // leaves sink_owner_ null
     sink_released_ = true;
   }
   return true;
