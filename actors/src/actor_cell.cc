@@ -261,6 +261,11 @@ bool ActorCell::process(EnvelopePtr env) {
     state_.store(ActorState::kIdle, std::memory_order_relaxed);
     return true;
   }
+  if (held_back(hash)) {  // R-ACT-9: selective receive; the message keeps its room (R-FLOW-1)
+    stash_.push_back(Stashed{hash, std::move(env)});
+    state_.store(ActorState::kIdle, std::memory_order_relaxed);
+    return true;
+  }
   current_ = env.get();
   handling_ = env.get();
   DispatchFn fn = type_.find(hash);
@@ -273,19 +278,24 @@ bool ActorCell::process(EnvelopePtr env) {
   // the mailbox's bound). Before on_failure: a slice that terminates touches nothing after.
   if (!s.ok() || !stashed) release_room(*env);
   if (!s.ok()) return on_failure(s.ToString());  // R-ACT-3, R-SUP-1
-  if (stashed) stash_.push_back(std::move(env));  // kept, with its envelope, until unstash_all
+  if (stashed) stash_.push_back(Stashed{hash, std::move(env)});  // kept until unstash_all
   state_.store(ActorState::kIdle, std::memory_order_relaxed);
   return true;
 }
 
 EnvelopePtr ActorCell::next_message() {
+  while (!replay_.empty() && held_back(replay_.back().type_hash)) {  // R-ACT-9
+    stash_.push_back(std::move(replay_.back()));
+    replay_.pop_back();
+  }
   if (!replay_.empty()) {
-    EnvelopePtr env = std::move(replay_.back());
+    EnvelopePtr env = std::move(replay_.back().env);
     replay_.pop_back();
     // A replayed stash is cold and replayed whole, and what comes next is known: start loading
     // the envelope a few ahead (its first lines: the link, the addresses, the data).
     if (replay_.size() > kReplayPrefetch) {
-      const char* ahead = reinterpret_cast<const char*>(replay_[replay_.size() - 1 - kReplayPrefetch].get());
+      const char* ahead =
+          reinterpret_cast<const char*>(replay_[replay_.size() - 1 - kReplayPrefetch].env.get());
       for (int line = 0; line < 4; ++line) __builtin_prefetch(ahead + 64 * line);
     }
     return env;
@@ -304,6 +314,16 @@ absl::Status ActorCell::stash_current(uint64_t type_hash, wire::Any** slot) {
   stash_current_ = true;
   *slot = &handling_->data();
   return absl::OkStatus();
+}
+
+void ActorCell::set_receive_only(const uint64_t* type_hashes, size_t n) {
+  if (only_ == nullptr) only_ = std::make_unique<std::vector<uint64_t>>();
+  only_->assign(type_hashes, type_hashes + n);
+}
+
+void ActorCell::receive_all() {
+  if (only_ != nullptr) only_->clear();
+  unstash_all();
 }
 
 void ActorCell::unstash_all() {
@@ -428,7 +448,7 @@ void ActorCell::return_queued() {
   const InvalidReason reason = state_.load() == ActorState::kFailed ? InvalidReason::kActorFailed
                                                                     : InvalidReason::kActorStopped;
   std::string why;  // R-ACT-6: the error (or stop reason), computed once per backlog
-  unstash_all();
+  receive_all();    // everything put aside goes back too, whatever the actor waited for
   while (EnvelopePtr env = next_message()) return_one(std::move(env), reason, why);
 }
 

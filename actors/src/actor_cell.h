@@ -22,6 +22,7 @@
 // (`end_backoff`, once), and the next slice re-creates the actor and runs init.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <functional>
@@ -81,6 +82,8 @@ class ActorCell final : public Context,
   bool cancel(TimerHandle timer) override;
   void unstash_all() override;
   size_t stashed() const override { return stash_.size(); }
+  void receive_all() override;
+  bool receiving_all() const override { return only_ == nullptr || only_->empty(); }
   uint64_t queued_behind() const override {
     const uint64_t counted = queued();
     const uint64_t mine = stash_.size() + (current_ != nullptr ? 1 : 0);
@@ -126,7 +129,14 @@ class ActorCell final : public Context,
 
  private:
   absl::Status stash_current(uint64_t type_hash, wire::Any** slot) override;
-  // The next message: unstashed ones first, then the queue.
+  void set_receive_only(const uint64_t* type_hashes, size_t n) override;
+  // R-ACT-9, selective receive: whether a handler message of this type waits in the stash.
+  bool held_back(uint64_t type_hash) const {
+    return only_ != nullptr && !only_->empty() &&
+           std::find(only_->begin(), only_->end(), type_hash) == only_->end();
+  }
+  // The next message: unstashed ones first (those selective receive holds back go straight back
+  // to the stash), then the queue.
   runtime::EnvelopePtr next_message();
   // R-FLOW-1 (cell_bounds.cc). The queue's consumer side: for a kDropOldest cell senders pop
   // too (dropping the oldest), so every consumer operation holds drop_mu_.
@@ -260,9 +270,18 @@ class ActorCell final : public Context,
   bool stash_current_ = false;  // set by stash() during its handler
   runtime::MessageEnvelope* current_ = nullptr;
   runtime::MessageEnvelope* handling_ = nullptr;  // the handler message being handled
-  std::vector<runtime::EnvelopePtr> stash_;       // runner only, oldest first
+  // A put-aside message with its type, so selective receive can hold it back again without
+  // touching its envelope (a replayed stash is cold; R-ACT-9).
+  struct Stashed {
+    uint64_t type_hash;
+    runtime::EnvelopePtr env;
+  };
+  std::vector<Stashed> stash_;  // runner only, oldest first
+  // R-ACT-9: the types receive_only() accepts (runner only); null or empty: every type. Kept
+  // allocated between calls (an actor that waits often sets it often).
+  std::unique_ptr<std::vector<uint64_t>> only_;
   // Unstashed, handled before the queue; the next one last (no allocation until used).
-  std::vector<runtime::EnvelopePtr> replay_;
+  std::vector<Stashed> replay_;
   static constexpr size_t kReplayPrefetch = 3;      // how far ahead next_message prefetches replay_
   std::vector<std::weak_ptr<ActorCell>> children_;  // a reaped child is simply gone (R-ACT-7)
   size_t prune_at_ = 64;

@@ -61,7 +61,7 @@ bool ActorCell::restart(const std::string& why, absl::Duration backoff, bool fai
   stop_children("parent restarting");
   cancel_timers();  // R-SUP-3
   end_watches();    // R-SUP-2: the new incarnation watches what it chooses to
-  unstash_all();    // the new incarnation handles what the old one put aside
+  receive_all();    // the new incarnation handles what the old one put aside (R-ACT-9)
   drop_replies();   // R-ACT-10: continuations belong to the failed incarnation
   run_on_stop(ActorStatus{ActorState::kFailed, why});
   actor_.reset();

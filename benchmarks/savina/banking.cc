@@ -9,8 +9,11 @@
 //                     nothing else meanwhile (CAF `request(...).await`, 6000 s timeout)
 //   banking-then      `cx.request(...).then(...)`: the handler returns, the continuation runs
 //                     later and the account keeps handling messages (CAF `request(...).then`)
-//   banking-stash     the answer comes to a plain port; until it does, the account stashes every
-//                     other message (CAF `become(keep_behavior, ...)` with `skip`, "fast")
+//   banking-become    the answer comes to a plain port; until it does, the account receives
+//                     only the answer (`cx.receive_only<Reply>()`, then `cx.receive_all()`): the
+//                     others wait unhandled (CAF `become(keep_behavior, ...)` with `skip`, "fast")
+//   banking-stash     the same protocol, but each handler stashes its message itself while the
+//                     account waits (`cx.stash`): a second postal style beside the same CAF variant
 //
 // Check (balance conserved): besides the port's double balances, every account keeps its
 // debits and credits in exact micro-units; the sums over all accounts must be equal and equal
@@ -97,6 +100,7 @@ struct Credit {
 class BlockingAccount;
 class ThenAccount;
 class StashAccount;
+class BecomeAccount;
 
 }  // namespace postal::savina::banking
 
@@ -106,6 +110,8 @@ POSTAL_MESSAGE(postal::savina::banking::Credit<postal::savina::banking::ThenAcco
                "savina.banking.CreditThen");
 POSTAL_MESSAGE(postal::savina::banking::Credit<postal::savina::banking::StashAccount>,
                "savina.banking.CreditStash");
+POSTAL_MESSAGE(postal::savina::banking::Credit<postal::savina::banking::BecomeAccount>,
+               "savina.banking.CreditBecome");
 
 namespace postal::savina::banking {
 
@@ -215,6 +221,43 @@ class StashAccount : public AccountBase,
   bool waiting_ = false;
 };
 
+// CAF's become/unbecome "fast" twin: the handlers are the plain ones; while waiting the cell
+// holds back everything but the answer.
+class BecomeAccount : public AccountBase,
+                      public Handles<Credit<BecomeAccount>, DebitTo, Reply, Stop> {
+ public:
+  using AccountBase::AccountBase;
+  absl::Status init(Context& cx) override {
+    self_ = cx.self<BecomeAccount>().port<Reply>();
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context& cx, Credit<BecomeAccount> m) override {
+    take(m.amount);
+    m.recipient.send(cx, DebitTo{self_, m.amount});
+    teller_ = std::move(m.sender);
+    cx.receive_only<Reply>();
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context& cx, DebitTo m) override {
+    put(m.amount);
+    m.sender.send(cx, Reply{});
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context& cx, Reply) override {
+    teller_.send(cx, Reply{});
+    cx.receive_all();
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context& cx, Stop) override {
+    cx.stop();
+    return absl::OkStatus();
+  }
+
+ private:
+  PortRef<Reply> self_;
+  PortRef<Reply> teller_;
+};
+
 struct Outcome {
   int completed = 0;    // replies the teller heard
   int64_t ordered = 0;  // micro-units the teller ordered moved
@@ -312,6 +355,9 @@ absl::StatusOr<std::string> run_banking_blocking(const RunOptions& options) {
 }
 absl::StatusOr<std::string> run_banking_then(const RunOptions& options) {
   return banking::run_banking<banking::ThenAccount>(options, "banking-then");
+}
+absl::StatusOr<std::string> run_banking_become(const RunOptions& options) {
+  return banking::run_banking<banking::BecomeAccount>(options, "banking-become");
 }
 absl::StatusOr<std::string> run_banking_stash(const RunOptions& options) {
   return banking::run_banking<banking::StashAccount>(options, "banking-stash");

@@ -102,6 +102,7 @@ absl::StatusOr<std::string> run_big(const RunOptions& options);
 absl::StatusOr<std::string> run_concurrent_dictionary(const RunOptions& options);
 absl::StatusOr<std::string> run_banking_blocking(const RunOptions& options);
 absl::StatusOr<std::string> run_banking_then(const RunOptions& options);
+absl::StatusOr<std::string> run_banking_become(const RunOptions& options);
 absl::StatusOr<std::string> run_banking_stash(const RunOptions& options);
 absl::StatusOr<std::string> run_fibonacci(const RunOptions& options);
 

@@ -1,6 +1,7 @@
 // Stash (R-ACT-9): messages an actor is not ready for are put aside and handled after
 // unstash_all, before anything newer, in order; they survive a restart and go back to their
-// senders when the actor ends.
+// senders when the actor ends. Selective receive (receive_only / receive_all) puts aside every
+// handler message of another type without running its handler.
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -17,9 +18,32 @@ struct Open {
     a(crash);
   }
 };
+struct Resume {
+  template <class A>
+  void serialize(A&) {}
+};
+struct Ask {  // a request whose reply is a Job
+  using Reply = Job;
+  postal::OncePortRef<Job> reply_to;
+  template <class A>
+  void serialize(A& a) {
+    a(reply_to);
+  }
+};
+struct Wait {  // start receiving only Resume (and ask `server`, when set, in the meantime)
+  postal::PortRef<Ask> server;
+  bool crash_after = false;
+  template <class A>
+  void serialize(A& a) {
+    a(server, crash_after);
+  }
+};
 }  // namespace
 
 POSTAL_MESSAGE(Open, "test.stash.Open");
+POSTAL_MESSAGE(Wait, "test.stash.Wait");
+POSTAL_MESSAGE(Resume, "test.stash.Resume");
+POSTAL_MESSAGE(Ask, "test.stash.Ask");
 
 namespace postal::actors {
 namespace {
@@ -148,6 +172,131 @@ TEST(Stash, R_ACT_9_WhenTheActorEndsStashedMessagesGoBackToTheirSenders) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ((*back)->root_failure()->invalid, runtime::InvalidReason::kActorStopped);
   EXPECT_EQ((*back)->data().get<Job>()->n, 1);
+}
+
+// --- Selective receive -------------------------------------------------------------------------
+
+struct Answerer : Actor, Handles<Ask> {
+  absl::Status handle(Context& cx, Ask a) override {
+    a.reply_to.send(cx, Job{99});
+    return absl::OkStatus();
+  }
+};
+
+struct WaitLog {
+  std::vector<int> jobs;        // Jobs handled, in order
+  std::vector<int> replies;     // answers that reached a continuation
+  std::vector<size_t> stashed;  // cx.stashed() at each Resume
+  std::vector<bool> receiving_all;  // cx.receiving_all() at each Job
+};
+
+// While waiting it handles only Resume; Jobs are held back by the cell, not by a handler.
+struct Waiter : Actor, Handles<Job, Wait, Resume> {
+  WaitLog* log;
+  explicit Waiter(WaitLog* l) : log(l) {}
+  absl::Status handle(Context& cx, Job j) override {
+    log->jobs.push_back(j.n);
+    log->receiving_all.push_back(cx.receiving_all());
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context& cx, Wait w) override {
+    cx.receive_only<Resume>();
+    if (!(w.server.addr() == runtime::PortAddr{})) {
+      cx.request(w.server, Ask{}, absl::Seconds(10))
+          .then([this](Context&, absl::StatusOr<Job> a) -> absl::Status {
+            log->replies.push_back(a.ok() ? a->n : -1);
+            return absl::OkStatus();
+          });
+    }
+    if (w.crash_after) return absl::InternalError("crash while waiting");
+    return absl::OkStatus();
+  }
+  absl::Status handle(Context& cx, Resume) override {
+    log->stashed.push_back(cx.stashed());
+    cx.receive_all();
+    return absl::OkStatus();
+  }
+};
+
+TEST(Stash, R_ACT_9_ReceiveOnlyHoldsOtherTypesBackUnhandledUntilReceiveAllThenInOrder) {
+  VirtualTimeProc t;
+  WaitLog log;
+  auto w = *spawn<Waiter>(t.proc, "waiter", &log);
+  w.ref().send(t.client, Job{1});
+  w.ref().send(t.client, Wait{});
+  for (int n = 2; n <= 4; ++n) w.ref().send(t.client, Job{n});
+  t.run();
+  EXPECT_EQ(log.jobs, std::vector<int>{1}) << "a held-back Job ran its handler";
+  w.ref().send(t.client, Resume{});
+  w.ref().send(t.client, Job{5});
+  t.run();
+  EXPECT_EQ(log.stashed, std::vector<size_t>{3});
+  EXPECT_EQ(log.jobs, (std::vector<int>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(log.receiving_all, (std::vector<bool>{true, true, true, true, true}));
+  // Waiting again holds back again, also what arrives while the put-aside ones replay.
+  w.ref().send(t.client, Wait{});
+  w.ref().send(t.client, Job{6});
+  t.run();
+  EXPECT_EQ(log.jobs.size(), 5u);
+  w.ref().send(t.client, Resume{});
+  t.run();
+  EXPECT_EQ(log.jobs.back(), 6);
+}
+
+TEST(Stash, R_ACT_9_RepliesToTheActorsOwnRequestsAreNeverHeldBack) {
+  VirtualTimeProc t;
+  WaitLog log;
+  auto server = *spawn<Answerer>(t.proc, "server");
+  auto w = *spawn<Waiter>(t.proc, "waiter", &log);
+  Wait wait;
+  wait.server = server.ref().port<Ask>();
+  w.ref().send(t.client, wait);
+  w.ref().send(t.client, Job{1});
+  t.run();
+  EXPECT_EQ(log.replies, std::vector<int>{99}) << "the reply waited behind receive_only";
+  EXPECT_TRUE(log.jobs.empty());
+  w.ref().send(t.client, Resume{});
+  t.run();
+  EXPECT_EQ(log.jobs, std::vector<int>{1});
+}
+
+TEST(Stash, R_ACT_9_ARestartStartsTheNewIncarnationReceivingEverything) {
+  VirtualTimeProc t;
+  WaitLog log;
+  auto w = *spawn<Waiter>(
+      t.proc,
+      SpawnOptions{Supervision::one_for_one().with_backoff(absl::Seconds(1), absl::Seconds(1))},
+      "waiter", &log);
+  w.ref().send(t.client, Job{1});
+  Wait crash;
+  crash.crash_after = true;
+  w.ref().send(t.client, crash);
+  w.ref().send(t.client, Job{2});
+  t.run();
+  t.advance(absl::Seconds(1));
+  t.run();
+  EXPECT_EQ(log.jobs, (std::vector<int>{1, 2}));
+  EXPECT_TRUE(log.stashed.empty()) << "no Resume was needed";
+}
+
+TEST(Stash, R_ACT_9_HeldBackMessagesCountAgainstTheMailboxBound) {
+  VirtualTimeProc t;
+  WaitLog log;
+  auto w = *spawn<Waiter>(
+      t.proc, SpawnOptions::bounded(runtime::MailboxBound::of(2, runtime::OverloadPolicy::kFail)),
+      "waiter", &log);
+  w.ref().send(t.client, Wait{});
+  t.run();
+  w.ref().send(t.client, Job{1});
+  w.ref().send(t.client, Job{2});
+  t.run();  // both held back: the queue is empty, the mailbox full
+  w.ref().send(t.client, Job{3});
+  absl::StatusOr<runtime::EnvelopePtr> back = t.client.next_undeliverable(absl::ZeroDuration());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)->root_failure()->transport, runtime::TransportReason::kOverloaded);
+  EXPECT_EQ((*back)->data().get<Job>()->n, 3);
+  EXPECT_EQ(t.proc.lookup(w.ref().addr().id)->sink_info().queued, 2u);
+  EXPECT_TRUE(log.jobs.empty());
 }
 
 }  // namespace

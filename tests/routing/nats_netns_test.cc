@@ -102,6 +102,12 @@ class NatsNetnsTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (HasFailure()) {  // the nodes' and procs' logs outlive the scratch folder
+      const std::filesystem::path kept = "/tmp/postal-netns-failed-" + tag_;
+      std::error_code ec;
+      std::filesystem::copy(scratch_.path(), kept, std::filesystem::copy_options::recursive, ec);
+      ADD_FAILURE() << "logs kept in " << kept << (ec ? " (copy failed: " + ec.message() + ")" : "");
+    }
     node_.reset();
     procs_.clear();
     nodes_.clear();

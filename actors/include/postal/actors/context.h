@@ -16,6 +16,14 @@
 // ActorFailed). The stash counts against the mailbox bound (R-FLOW-1, runtime/mailbox_bound.h):
 // what the actor keeps leaves less room for new messages.
 //
+// Selective receive (CAF's `become` with `skip` as the default handler, Akka's `become` with a
+// Stash): `cx.receive_only<A, B>()` makes the actor handle only handler messages of those types
+// until `cx.receive_all()`; any other handler message is stashed as it comes, without running a
+// handler, exactly as if its handler had stashed it. `receive_all()` ends that and unstashes
+// (everything put aside comes first, in order). Replies to the actor's own requests (R-ACT-10),
+// `Down` and supervision messages are never held back. A restart starts the new incarnation
+// receiving everything.
+//
 // A Context is handed to every handler and hook; it is valid during that call. It is a
 // runtime::SendContext, so ports and actor refs send "as" this actor: the envelope's sender is
 // this actor and undeliverables come back to it.
@@ -119,6 +127,15 @@ class Context : public runtime::SendContext, public internal::ReplyPorts {
   }
   virtual void unstash_all() = 0;
   virtual size_t stashed() const = 0;
+  // Selective receive (see the header comment). Each call replaces the last one's types.
+  template <wire::RegisteredMessage... Ms>
+    requires(sizeof...(Ms) > 0)
+  void receive_only() {
+    const uint64_t types[] = {wire::type_hash<Ms>()...};
+    set_receive_only(types, sizeof...(Ms));
+  }
+  virtual void receive_all() = 0;
+  virtual bool receiving_all() const = 0;
   // Handler messages queued for this actor behind the one being handled (not the stashed
   // ones): 0 when nothing else waits — a handler may then spend its time on this one (e.g. do
   // inline what it would otherwise hand to another thread to batch).
@@ -133,6 +150,7 @@ class Context : public runtime::SendContext, public internal::ReplyPorts {
  protected:
   // Marks the handler message being handled as stashed; `*slot` is its envelope's data.
   virtual absl::Status stash_current(uint64_t type_hash, wire::Any** slot) = 0;
+  virtual void set_receive_only(const uint64_t* type_hashes, size_t n) = 0;
   using EnvelopeMaker = std::function<runtime::EnvelopePtr()>;
   // `period` zero: once. The maker runs on the timer's thread at each firing.
   virtual TimerHandle start_timer(absl::Duration delay, absl::Duration period,
