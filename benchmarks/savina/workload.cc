@@ -57,6 +57,12 @@ absl::Status run_iteration(
     if (!client.ok()) return annotate(client.status(), "attach the main client");
     if (absl::Status started = start(proc, **client); !started.ok()) return started;
     if (absl::Status finished = done.wait(options.timeout, what); !finished.ok()) return finished;
+    const runtime::SchedulerStats st = proc.scheduler().stats();
+    runtime::Logger::get("postal.savina")
+        .info(absl::StrFormat("%s: scheduler: %d slices, %d steals, %d sleeps, %d wake-ups, "
+                              "%d extra runners",
+                              std::string(what), st.slices, st.steals, st.sleeps, st.wakeups,
+                              st.runners));
   }
   const double teardown_ms = std::chrono::duration<double, std::milli>(
                                  std::chrono::steady_clock::now() - done.finished_at())

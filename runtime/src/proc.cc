@@ -11,6 +11,11 @@
 namespace postal::runtime {
 namespace {
 
+// R-ACT-7: reaped mailboxes wait in the graveyard until this many are there (or a tombstone is
+// due), so a proc past max_tombstones — which reaps one per ended actor — frees them in batches
+// instead of taking the tombstones' lock on every spawn.
+constexpr size_t kGraveyardBatch = 32;
+
 ProcId default_proc_id() {
   static const Label kProc = *Label::parse("proc");
   return ProcId{Uid::random(kProc)};
@@ -114,9 +119,9 @@ absl::Status Proc::attach(std::shared_ptr<Mailbox> mailbox) {
   }
   std::vector<std::shared_ptr<Mailbox>> to_free;  // freed after the locks are released
   // R-ACT-7: every spawn reaps what has outlived its grace (the clock is read only while a
-  // tombstone waits, the lock taken only when one is due or a reaped actor was still ending).
+  // tombstone waits, the lock taken only when one is due or the graveyard holds a batch).
   const int64_t due = next_due_ns_.load(std::memory_order_acquire);
-  if (graveyard_nonempty_.load(std::memory_order_acquire) ||
+  if (graveyard_full_.load(std::memory_order_acquire) ||
       (due != INT64_MAX && absl::ToUnixNanos(now()) >= due)) {
     absl::MutexLock lock(&tomb_mu_);
     sweep(to_free);
@@ -192,7 +197,7 @@ bool Proc::reap_oldest() {
 void Proc::publish_due() {
   next_due_ns_.store(tombstones_.empty() ? INT64_MAX : absl::ToUnixNanos(tombstones_.front().due),
                      std::memory_order_release);
-  graveyard_nonempty_.store(!graveyard_.empty(), std::memory_order_release);
+  graveyard_full_.store(graveyard_.size() >= kGraveyardBatch, std::memory_order_release);
 }
 
 size_t Proc::sweep(std::vector<std::shared_ptr<Mailbox>>& to_free) {

@@ -216,9 +216,10 @@ class Proc final : public MailboxSender, public ReturnHandle {
   std::deque<Tombstone> tombstones_ ABSL_GUARDED_BY(tomb_mu_);
   std::vector<std::shared_ptr<Mailbox>> graveyard_ ABSL_GUARDED_BY(tomb_mu_);
   // The oldest tombstone's due time (absl::ToUnixNanos), INT64_MAX when there is none, and
-  // whether the graveyard holds anything: a spawn reads these instead of taking tomb_mu_.
+  // whether the graveyard holds a batch worth freeing (kGraveyardBatch in proc.cc): a spawn
+  // reads these instead of taking tomb_mu_.
   std::atomic<int64_t> next_due_ns_{INT64_MAX};
-  std::atomic<bool> graveyard_nonempty_{false};
+  std::atomic<bool> graveyard_full_{false};
 
   ProcStats stats_;
   std::atomic<bool> tracing_{false};
