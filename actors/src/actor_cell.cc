@@ -11,6 +11,7 @@
 #include "boost/fiber/operations.hpp"
 #include "postal/runtime/deferred_flush.h"
 #include "postal/runtime/logger.h"
+#include "postal/runtime/scheduler.h"
 #include "postal/wire/absl_compat.h"
 
 namespace postal::actors::internal {
@@ -211,7 +212,10 @@ bool ActorCell::linger() {
 // re-check (every push and every flag a waker sets before calling here is seq_cst too): either this
 // load sees the flag cleared, or release() sees what the caller pushed or set.
 void ActorCell::wake() {
-  if (scheduled_.load(std::memory_order_seq_cst)) return;
+  if (scheduled_.load(std::memory_order_seq_cst)) {
+    runtime::internal::busy_slice_send();
+    return;
+  }
   if (!scheduled_.exchange(true, std::memory_order_acq_rel)) proc_.scheduler().schedule(this);
 }
 

@@ -84,6 +84,21 @@ class Worker {
     if (sched_.sleepers_.load(std::memory_order_seq_cst) > 0) sched_.wake_one();
   }
 
+  // R-SCHED-3, on this worker's thread: a send to an actor that is runnable already. A slice
+  // that keeps feeding one actor (a producer's loop) would keep it in the LIFO slot, where no
+  // idle worker may take it, until the slice ends: every kOfferEvery such sends, when a worker
+  // sleeps, the slot's occupant moves to the stealable queue and a sleeping worker is woken.
+  // (Moving it at once, or with nobody asleep, would bounce ping-pong pairs between workers.)
+  void busy_slice_send() {
+    if (++busy_sends_ < kOfferEvery) return;
+    busy_sends_ = 0;
+    if (lifo_ == nullptr || sched_.sleepers_.load(std::memory_order_seq_cst) == 0) return;
+    Schedulable* s = lifo_;
+    lifo_ = nullptr;
+    if (!local_.push(s)) sched_.push_inject(s);
+    sched_.wake_one();
+  }
+
   // From any thread: wakes this worker if it sleeps and nobody woke it since it went to sleep.
   // Returns whether this call woke it. One wake per sleep: a thread outside the workers that
   // makes actors runnable in a burst pays the sleep mutex and the notify once, not per actor.
@@ -300,6 +315,8 @@ class Worker {
   std::thread thread_;
   Schedulable* lifo_ = nullptr;
   int lifo_streak_ = 0;
+  static constexpr uint32_t kOfferEvery = 256;
+  uint32_t busy_sends_ = 0;
   // The last idle gap (idle(), with the server spin on); "long ago" until one is measured.
   std::chrono::nanoseconds last_gap_ = std::chrono::nanoseconds::max();
   uint32_t tick_ = 0;
@@ -391,6 +408,12 @@ void Scheduler::schedule(Schedulable* s) {
 }
 
 void Scheduler::push_inject(Schedulable* s) { inject_.push(s); }
+
+namespace internal {
+void busy_slice_send() {
+  if (Worker* w = Worker::current) w->busy_slice_send();
+}
+}  // namespace internal
 
 Schedulable* Scheduler::pop_inject() { return static_cast<Schedulable*>(inject_.try_pop()); }
 

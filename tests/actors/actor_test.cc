@@ -346,6 +346,50 @@ TEST(Actor, R_SCHED_1_AHandlerWaitingOnTheSameWorkerResumesWhileAnotherSliceLing
   ExpectARequestIsAnswered(one_worker_lingering(absl::Minutes(1)));
 }
 
+// R-SCHED-3: a producer that feeds one consumer from a single long handler.
+struct Consumer : Actor, Handles<Note> {
+  std::atomic<int>* handled;
+  explicit Consumer(std::atomic<int>* h) : handled(h) {}
+  absl::Status handle(Context&, Note) override {
+    handled->fetch_add(1);
+    return absl::OkStatus();
+  }
+};
+struct Feeder : Actor, Handles<Note> {
+  ActorRef<Consumer> to;
+  const std::atomic<int>* handled;
+  PortRef<Note> report;
+  Feeder(ActorRef<Consumer> t, const std::atomic<int>* h, PortRef<Note> r)
+      : to(std::move(t)), handled(h), report(std::move(r)) {}
+  // Sends until the consumer has handled one, at most `n.n` times; reports how many it sent
+  // then, or -1 when the consumer handled nothing while this handler ran.
+  absl::Status handle(Context& cx, Note n) override {
+    int sent = 0;
+    while (sent < n.n && handled->load() == 0) {
+      to.send(cx, Note{sent});
+      ++sent;
+    }
+    report.send(cx, Note{handled->load() > 0 ? sent : -1});
+    return absl::OkStatus();
+  }
+};
+
+TEST(Actor, R_SCHED_3_AnActorFedByALongHandlerRunsOnAnIdleWorkerBeforeTheHandlerEnds) {
+  Fixture f(ProcOptions::threads(2));
+  std::atomic<int> handled{0};
+  auto tally = *spawn<Consumer>(f.proc, "tally", &handled);
+  auto [report, rx] = runtime::open_port<Note>(*f.client);
+  auto feeder = *spawn<Feeder>(f.proc, "feeder", tally.ref(), &handled, report.bind());
+  constexpr int kMaxSends = 200'000;
+  feeder.ref().send(*f.client, Note{kMaxSends});
+  auto got = rx.recv(kDeadline);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_GT(got->n, 0) << "the consumer waited in the feeder's LIFO slot for all " << kMaxSends
+                       << " sends while the other worker idled";
+  ASSERT_TRUE(test_support::wait_for([&] { return handled.load() == std::max(got->n, 0); },
+                                     kDeadline));
+}
+
 TEST(Actor, RequestTimesOutWithDeadlineExceeded) {
   Fixture f(ProcOptions::threads(2));
   auto silent = *spawn<Silent>(f.proc, "silent");

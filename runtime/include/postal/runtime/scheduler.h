@@ -247,4 +247,10 @@ class Scheduler {
   std::atomic<uint64_t> wakeups_{0};
 };
 
+namespace internal {
+// R-SCHED-3: a send on a worker's thread found its actor runnable already (ActorCell::wake).
+// Every 256 such sends the worker's LIFO slot offers its occupant to an idle worker.
+void busy_slice_send();
+}  // namespace internal
+
 }  // namespace postal::runtime
